@@ -1,0 +1,160 @@
+// Package cli is the `virt` command line: cobra commands, flags, output
+// rendering and exit codes. It is an adapter over the core packages and
+// holds no host logic of its own.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
+	"github.com/virtcon/virtcon/paths"
+)
+
+// Env is what every command gets: the global flags resolved, the streams,
+// and the logger. Commands build the core objects they need from it.
+type Env struct {
+	IO       *IOStreams
+	Output   string
+	Root     string
+	HostRoot string
+	LogLevel string
+	NoColor  bool
+	Logger   *slog.Logger
+}
+
+// Layout is virtcon's own file layout under --root.
+func (e *Env) Layout() paths.Layout { return paths.New(e.Root) }
+
+// Main runs `virt` with the process's arguments and returns the exit code.
+func Main() int {
+	kvmprobe.MaybeRunChild()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return Run(ctx, os.Args[1:], System())
+}
+
+// Run executes one command line; tests call it directly.
+func Run(ctx context.Context, args []string, io *IOStreams) int {
+	env := &Env{IO: io}
+	root := NewRootCmd(env)
+	root.SetArgs(args)
+	root.SetIn(io.In)
+	root.SetOut(io.Out)
+	root.SetErr(io.ErrOut)
+	err := root.ExecuteContext(ctx)
+	if err != nil && !errors.Is(err, ErrCheckFailed) {
+		fmt.Fprintf(io.ErrOut, "virt: %v\n", err)
+		var usage *UsageError
+		if errors.As(err, &usage) {
+			fmt.Fprintln(io.ErrOut, "Run 'virt --help' for usage.")
+		}
+	}
+	return ExitCode(err)
+}
+
+// NewRootCmd builds the command tree.
+func NewRootCmd(env *Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "virt",
+		Short: "Run a KVM host: inspect it, run VMs, configure its network",
+		Long: `virt drives one KVM host from a shell: host inspection and checks, VMs as
+plain QEMU processes, and host networking. Data goes to stdout (-o table|json|yaml),
+progress and warnings to stderr. Exit codes: 0 ok, 1 error, 2 usage, 3 check failed,
+4 not permitted.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			return env.setup(cmd)
+		},
+	}
+	fl := root.PersistentFlags()
+	fl.StringVarP(&env.Output, "output", "o", FormatTable, "output format: table, json or yaml")
+	fl.StringVar(&env.Root, "root", "", "relocate virtcon's config, state, runtime and log directories under `DIR` (env VIRTCON_ROOT)")
+	fl.StringVar(&env.HostRoot, "host-root", "", "read the host's /proc, /sys and /dev under `DIR` (env VIRTCON_HOST_ROOT)")
+	fl.StringVar(&env.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
+	fl.BoolVar(&env.NoColor, "no-color", false, "never use colour (also NO_COLOR)")
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &UsageError{err} })
+
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.AddCommand(newVersionCmd(env), newHostCmd(env), newDiagnosticsCmd(env), newCompletionCmd(), newGenDocsCmd())
+	// Unknown subcommands and wrong argument counts are usage errors.
+	for _, c := range allCommands(root) {
+		wrapArgs(c)
+	}
+	return root
+}
+
+func allCommands(c *cobra.Command) []*cobra.Command {
+	out := []*cobra.Command{c}
+	for _, s := range c.Commands() {
+		out = append(out, allCommands(s)...)
+	}
+	return out
+}
+
+func wrapArgs(c *cobra.Command) {
+	if c.Args == nil {
+		if c.HasSubCommands() {
+			c.Args = func(cmd *cobra.Command, args []string) error {
+				if len(args) > 0 {
+					return &UsageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
+				}
+				return nil
+			}
+			if c.RunE == nil && c.Run == nil {
+				c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
+			}
+		}
+		return
+	}
+	inner := c.Args
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if err := inner(cmd, args); err != nil {
+			return &UsageError{err}
+		}
+		return nil
+	}
+}
+
+func (e *Env) setup(cmd *cobra.Command) error {
+	if !cmd.Flags().Changed("root") {
+		e.Root = os.Getenv(paths.EnvRoot)
+	}
+	if !cmd.Flags().Changed("host-root") {
+		e.HostRoot = os.Getenv("VIRTCON_HOST_ROOT")
+	}
+	if e.HostRoot == "" {
+		e.HostRoot = "/"
+	}
+	if err := validFormat(e.Output); err != nil {
+		return err
+	}
+	if _, ok := os.LookupEnv("NO_COLOR"); ok || e.NoColor || os.Getenv("TERM") == "dumb" {
+		e.IO.Color = false
+	}
+	var lvl slog.Level
+	switch strings.ToLower(e.LogLevel) {
+	case "debug":
+		lvl = slog.LevelDebug
+	case "info":
+		lvl = slog.LevelInfo
+	case "warn", "warning":
+		lvl = slog.LevelWarn
+	case "error":
+		lvl = slog.LevelError
+	default:
+		return &UsageError{fmt.Errorf("--log-level: unknown level %q (want debug, info, warn or error)", e.LogLevel)}
+	}
+	e.Logger = slog.New(slog.NewTextHandler(e.IO.ErrOut, &slog.HandlerOptions{Level: lvl}))
+	return nil
+}

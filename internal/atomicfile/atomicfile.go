@@ -1,0 +1,48 @@
+// Package atomicfile writes files so that a reader sees either the old
+// content or the new, never a torn write: temp file in the same directory,
+// fsync, rename, fsync of the directory.
+package atomicfile
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// Write replaces path with data, created with perm (the directory is made 0700 if missing).
+func Write(path string, data []byte, perm os.FileMode) (err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(perm); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write %s: fsync: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err = os.Rename(f.Name(), path); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}

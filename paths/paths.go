@@ -1,0 +1,59 @@
+// Package paths derives every file-system location virtcon owns from one
+// configurable root, so that tests and relocated installs never touch the
+// real /etc, /var or /run.
+package paths
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// EnvRoot names the environment variable that relocates the root.
+const EnvRoot = "VIRTCON_ROOT"
+
+// Layout is the set of directories virtcon uses under Root.
+type Layout struct {
+	Root string
+}
+
+// New returns the layout under root; an empty root means "/".
+func New(root string) Layout {
+	if root == "" {
+		root = "/"
+	}
+	return Layout{Root: filepath.Clean(root)}
+}
+
+// FromEnv returns the layout under $VIRTCON_ROOT, or "/".
+func FromEnv() Layout { return New(os.Getenv(EnvRoot)) }
+
+func (l Layout) join(p ...string) string {
+	return filepath.Join(append([]string{l.Root}, p...)...)
+}
+
+// ConfigDir holds configuration and credentials (secrets 0600, dirs 0700).
+func (l Layout) ConfigDir() string { return l.join("etc", "virtcon") }
+
+// StateDir holds persistent state: VM specs, disks, images, network config.
+func (l Layout) StateDir() string { return l.join("var", "lib", "virtcon") }
+
+// RunDir holds runtime files that vanish on reboot: sockets, pidfiles, locks, caches keyed by boot.
+func (l Layout) RunDir() string { return l.join("run", "virtcon") }
+
+// LogDir holds virtcon's logs and the per-VM serial logs.
+func (l Layout) LogDir() string { return l.join("var", "log", "virtcon") }
+
+// VMStateDir is the persistent directory of one VM.
+func (l Layout) VMStateDir(uid string) string { return filepath.Join(l.StateDir(), "vms", uid) }
+
+// VMRunDir is the runtime directory of one VM.
+func (l Layout) VMRunDir(uid string) string { return filepath.Join(l.RunDir(), "vms", uid) }
+
+// ImagesDir holds base images and their sha256 markers.
+func (l Layout) ImagesDir() string { return filepath.Join(l.StateDir(), "images") }
+
+// NetworkDir holds the applied and pending network configuration.
+func (l Layout) NetworkDir() string { return filepath.Join(l.StateDir(), "network") }
+
+// AccelCacheFile is the per-boot cache of the acceleration verdict.
+func (l Layout) AccelCacheFile() string { return filepath.Join(l.RunDir(), "acceleration.json") }
