@@ -29,9 +29,14 @@ const (
 	ioValue   = 0x42 // written by the first program
 	loopValue = 0x43 // written by the loop program once the loop is done
 
-	// loopCount iterations take 20-100 ms at native speed (1e9-5e9
-	// iter/s) and about 1 s at MinItersPerSec.
-	loopCount = 100_000_000
+	// loopCount iterations take 4-20 ms at native speed (1e9-5e9
+	// iter/s) and 200 ms at MinItersPerSec.
+	loopCount = 20_000_000
+	// runBudget bounds all guest execution: the two setup exits take
+	// microseconds on working KVM, and a loop not done within 1.5x its
+	// time at MinItersPerSec cannot meet the threshold, so waiting longer
+	// would only make `virt host check` slow on hosts where KVM crawls.
+	runBudget = 100*time.Millisecond + time.Duration(1.5*loopCount/MinItersPerSec*float64(time.Second))
 	// loopExitOffset is where the loop program's code after the loop starts.
 	loopExitOffset = 10
 )
@@ -198,6 +203,9 @@ func (p *prober) probe() error {
 		return err
 	}
 	p.tid = unix.Gettid()
+	if d := time.Now().Add(runBudget); d.Before(p.deadline) {
+		p.deadline = d
+	}
 	p.watching.Add(1)
 	go p.watch()
 

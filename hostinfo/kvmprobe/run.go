@@ -44,10 +44,14 @@ const (
 
 // Options configure Run. The zero value probes /dev/kvm with a 3s deadline.
 type Options struct {
-	Device  string        // default DefaultDevice
-	Timeout time.Duration // hard deadline for the child; default DefaultTimeout
-	Exe     string        // program to re-execute; default os.Executable()
-	Logger  *slog.Logger  // default: discard
+	Device string // default DefaultDevice
+	// Timeout is the hard deadline for the child; default DefaultTimeout.
+	// The child stops its own guest code at 60% of it or after its run
+	// budget (about 0.4s, enough for a loop at MinItersPerSec), whichever
+	// comes first, so a Timeout of 1s or more always yields a measured speed.
+	Timeout time.Duration
+	Exe     string       // program to re-execute; default os.Executable()
+	Logger  *slog.Logger // default: discard
 }
 
 // MaybeRunChild must be called first thing from main (and from TestMain): if
