@@ -1,6 +1,8 @@
 # virtcon — run `make help` for the targets.
 SHELL := /bin/bash
-GO ?= go
+# sudo resets PATH (secure_path), which usually lacks /usr/local/go/bin.
+GO ?= $(shell command -v go || echo /usr/local/go/bin/go)
+export GO
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK ?= $(shell command -v staticcheck || echo $(GOBIN)/staticcheck)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)

@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 	}
 	os.Chmod(dir, 0o755)
 	virtBin = filepath.Join(dir, "virt")
-	build := exec.Command("go", "build", "-o", virtBin, "github.com/virtcon/virtcon/cmd/virt")
+	build := exec.Command(goTool(), "build", "-o", virtBin, "github.com/virtcon/virtcon/cmd/virt")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building virt:", err)
@@ -37,6 +37,17 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// goTool finds the go command even under sudo's reset PATH.
+func goTool() string {
+	if g := os.Getenv("GO"); g != "" {
+		return g
+	}
+	if g, err := exec.LookPath("go"); err == nil {
+		return g
+	}
+	return "/usr/local/go/bin/go"
 }
 
 func requireRoot(t *testing.T) {

@@ -2,6 +2,7 @@
 # Installs what virtcon's tests need on Debian/Ubuntu (run as root).
 # Idempotent: apt runs only when a package is missing.
 set -euo pipefail
+GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 
 pkgs=(qemu-system-x86 qemu-utils ovmf pci.ids jq tmux)
 extra=("$@")   # e.g. libvirt-clients hyperfine for `make bench`
@@ -23,7 +24,7 @@ if ((${#missing[@]})); then
 fi
 
 # staticcheck for `make lint`, from the Go module proxy.
-if ! command -v staticcheck >/dev/null && [ ! -x "$(go env GOPATH)/bin/staticcheck" ]; then
+if ! command -v staticcheck >/dev/null && [ ! -x "$("$GO" env GOPATH)/bin/staticcheck" ]; then
   echo "install-deps: installing staticcheck" >&2
-  GOFLAGS=-mod=mod go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+  GOFLAGS=-mod=mod "$GO" install honnef.co/go/tools/cmd/staticcheck@v0.8.2
 fi
