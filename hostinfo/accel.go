@@ -1,11 +1,13 @@
 package hostinfo
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"time"
 
+	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
 	"github.com/virtcon/virtcon/internal/atomicfile"
 )
 
@@ -41,4 +43,38 @@ func LoadAccelCache(path, bootID string) (AccelCache, error) {
 		return c, fmt.Errorf("acceleration cache %s: made in boot %q, this is boot %q", path, c.BootID, bootID)
 	}
 	return c, nil
+}
+
+// Acceleration returns the verdict for VMs with accel: auto: the cached one
+// when it was made in this boot, else it runs the KVM probe once (about 0.4s
+// on a host whose KVM crawls, milliseconds where it works), caches the
+// result and returns it. QEMU's presence is not judged here; starting a VM
+// finds out.
+func Acceleration(ctx context.Context, opts Options, cachePath string, probe ProbeFunc) (accel, reason string) {
+	h := opts.fs()
+	boot, _ := h.readString("proc/sys/kernel/random/boot_id")
+	if c, err := LoadAccelCache(cachePath, boot); err == nil && (c.Acceleration == AccelKVM || c.Acceleration == AccelTCG) {
+		return c.Acceleration, c.Reason + " (cached for this boot)"
+	}
+	if !h.exists("dev/kvm") {
+		accel, reason = AccelTCG, "no /dev/kvm"
+	} else {
+		if probe == nil {
+			probe = func(ctx context.Context, dev string) kvmprobe.Result {
+				return kvmprobe.Run(ctx, kvmprobe.Options{Device: dev, Logger: opts.logger()})
+			}
+		}
+		res := probe(ctx, h.path("dev/kvm"))
+		if ok, why := res.Verdict(); ok {
+			accel, reason = AccelKVM, "the KVM probe ran guest code at hardware speed"
+		} else {
+			accel, reason = AccelTCG, "KVM probe FAIL: "+why
+		}
+	}
+	if boot != "" {
+		if err := SaveAccelCache(cachePath, AccelCache{BootID: boot, Acceleration: accel, Reason: reason, CheckedAt: time.Now().UTC()}); err != nil {
+			opts.logger().Debug("acceleration verdict not cached", "err", err)
+		}
+	}
+	return accel, reason
 }

@@ -50,6 +50,11 @@ type Report struct {
 	AccelerationReason string  `json:"accelerationReason" yaml:"accelerationReason"`
 }
 
+func apiCheck(r *Report) Check {
+	c, _ := r.Check("kvm.api")
+	return c
+}
+
 // Failed reports whether any check FAILed.
 func (r *Report) Failed() bool {
 	for _, c := range r.Checks {
@@ -128,7 +133,7 @@ func RunChecks(ctx context.Context, inv *Inventory, opts CheckOptions) *Report {
 	switch {
 	case qemu.Status == Fail:
 		r.Acceleration, r.AccelerationReason = AccelNone, "no QEMU binary: "+qemu.Detail
-	case probeCheck.Status == Pass:
+	case probeCheck.Status == Pass && apiCheck(r).Status != Fail:
 		r.Acceleration, r.AccelerationReason = AccelKVM, "the KVM probe ran guest code at hardware speed"
 	default:
 		r.Acceleration, r.AccelerationReason = AccelTCG, "KVM probe "+string(probeCheck.Status)+": "+probeCheck.Detail
@@ -358,9 +363,10 @@ func (k *checker) iommuKernel() Check {
 	c.Status = Warn
 	c.Detail = "no IOMMU groups in " + k.h.path("sys/kernel/iommu_groups")
 	switch {
-	case strings.Contains(cmd, "amd_iommu=off") || strings.Contains(cmd, "intel_iommu=off"):
-		c.Detail += " (kernel command line has " + cmd + ")"
-		c.Hint = "remove " + cmd + " from the kernel command line and reboot"
+	case len(offArgs(k.inv.IOMMU.Cmdline)) > 0:
+		off := strings.Join(offArgs(k.inv.IOMMU.Cmdline), " ")
+		c.Detail += " (the kernel command line has " + off + ")"
+		c.Hint = "remove " + off + " from the kernel command line and reboot"
 	case k.inv.IOMMU.FirmwareTable == "DMAR":
 		c.Hint = "add intel_iommu=on iommu=pt to the kernel command line (GRUB_CMDLINE_LINUX) and reboot"
 	case k.inv.IOMMU.FirmwareTable == "IVRS":
@@ -369,6 +375,17 @@ func (k *checker) iommuKernel() Check {
 		c.Hint = "enable the IOMMU in firmware first (see iommu.firmware)"
 	}
 	return c
+}
+
+// offArgs returns the kernel arguments that turn the IOMMU off.
+func offArgs(cmdline []string) []string {
+	var out []string
+	for _, a := range cmdline {
+		if a == "amd_iommu=off" || a == "intel_iommu=off" || a == "iommu=off" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // passthrough judges each GPU's IOMMU group: passthrough takes a whole
@@ -392,7 +409,10 @@ func (k *checker) passthrough() []Check {
 			out = append(out, c)
 			continue
 		}
-		slot := strings.TrimSuffix(g.Address, g.Address[strings.LastIndex(g.Address, "."):])
+		slot := g.Address // dddd:bb:dd without the .function
+		if i := strings.LastIndex(slot, "."); i >= 0 {
+			slot = slot[:i]
+		}
 		var sameSlot, others []string
 		for _, p := range g.GroupPeers {
 			switch {

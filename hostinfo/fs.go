@@ -36,7 +36,11 @@ func (h hostFS) readInt(rel string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	v, err := strconv.ParseInt(s, 0, 64)
+	base := 10
+	if strings.HasPrefix(s, "0x") {
+		s, base = s[2:], 16
+	}
+	v, err := strconv.ParseInt(s, base, 64)
 	if err != nil {
 		return 0, fmt.Errorf("%s: not a number: %q", h.path(rel), s)
 	}

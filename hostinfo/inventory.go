@@ -167,6 +167,19 @@ func (c *collector) cpu(inv *Inventory) {
 		c.unknown("cpu.topology", err)
 		return
 	}
+	// ghw takes an unreadable physical_package_id or core_id for -1, so
+	// empty cpuN directories (gVisor and other sandboxes) would come out as
+	// one socket with one core: that is no topology, not a fact.
+	for _, p := range info.Processors {
+		bad := p.ID < 0
+		for _, core := range p.Cores {
+			bad = bad || core.ID < 0
+		}
+		if bad {
+			c.unknown("cpu.topology", fmt.Errorf("no physical_package_id or core_id under %s", c.h.path("sys/devices/system/cpu/cpu*/topology")))
+			return
+		}
+	}
 	sockets, cores, threads := len(info.Processors), int(info.TotalCores), int(info.TotalHardwareThreads)
 	inv.CPU.Sockets = &sockets
 	if cores > 0 {
@@ -217,6 +230,9 @@ func (c *collector) meminfo(rel string) (map[string]uint64, error) {
 			continue
 		}
 		fields := strings.Fields(k)
+		if len(fields) == 0 {
+			continue // ": 5" names nothing
+		}
 		key := fields[len(fields)-1]
 		vf := strings.Fields(v)
 		if len(vf) == 0 {
@@ -280,12 +296,17 @@ func (c *collector) numa(inv *Inventory) {
 		n := NUMANode{ID: id}
 		if n.CPUs, err = c.h.readString(filepath.Join(dir, "cpulist")); err != nil {
 			c.unknown(fmt.Sprintf("numa.nodes[%d].cpus", id), err)
+		} else if _, err := parseCPUList(n.CPUs); err != nil {
+			n.CPUs = ""
+			c.unknown(fmt.Sprintf("numa.nodes[%d].cpus", id), fmt.Errorf("%s: %w", c.h.path(filepath.Join(dir, "cpulist")), err))
 		}
 		if m, err := c.meminfo(filepath.Join(dir, "meminfo")); err != nil {
 			c.unknown(fmt.Sprintf("numa.nodes[%d].memory", id), err)
 		} else {
 			if v, ok := m["MemTotal"]; ok {
 				n.MemTotalBytes = &v
+			} else {
+				c.unknown(fmt.Sprintf("numa.nodes[%d].memTotalBytes", id), fmt.Errorf("%s has no MemTotal", c.h.path(filepath.Join(dir, "meminfo"))))
 			}
 			if v, ok := m["MemFree"]; ok {
 				n.MemFreeBytes = &v
@@ -312,6 +333,9 @@ func (c *collector) hugepagePools(dir, field string, global bool) []HugepagePool
 		p := HugepagePool{SizeKiB: kib}
 		read := func(name string, dst **uint64) {
 			v, err := c.h.readInt(filepath.Join(dir, s, name))
+			if err == nil && v < 0 {
+				err = fmt.Errorf("%s: negative page count %d", c.h.path(filepath.Join(dir, s, name)), v)
+			}
 			if err != nil {
 				c.unknown(fmt.Sprintf("%s[%dkB].%s", field, kib, name), err)
 				return

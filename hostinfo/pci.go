@@ -5,9 +5,15 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/jaypipes/ghw"
+	"github.com/jaypipes/pcidb"
 )
+
+// pciDB parses pci.ids once per process: it is the largest cost of an
+// inventory (about 1.5 MB of text).
+var pciDB = sync.OnceValues(func() (*pcidb.PCIDB, error) { return pcidb.New() })
 
 // pciClassNames is the fallback when pci.ids is not installed.
 var pciClassNames = map[string]string{
@@ -33,7 +39,10 @@ func (c *collector) pci(inv *Inventory) {
 	// devices by ID and class.
 	names := map[string][2]string{}
 	classNames := map[string]string{}
-	if info, err := ghw.PCI(append(c.ghwArgs(), ghw.WithDisableTopology())...); err != nil {
+	db, err := pciDB()
+	if err != nil {
+		c.unknown("pci.names", fmt.Errorf("pci.ids: %w", err))
+	} else if info, err := ghw.PCI(append(c.ghwArgs(), ghw.WithDisableTopology(), ghw.WithPCIDB(db))...); err != nil {
 		c.unknown("pci.names", fmt.Errorf("pci.ids: %w", err))
 	} else {
 		for _, d := range info.Devices {
