@@ -52,3 +52,7 @@ docs: build ## regenerate docs/cli-reference.md
 
 clean: ## remove build outputs
 	rm -rf bin build
+
+.PHONY: guest
+guest: ## build the test guest (kernel + initramfs) under build/guest
+	scripts/mkguest.sh

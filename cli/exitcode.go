@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+
+	"github.com/virtcon/virtcon/vm"
 )
 
 // Exit codes, documented in docs/cli.md. This is the one place errors
@@ -36,7 +38,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &usage):
+	case errors.As(err, &usage), errors.Is(err, vm.ErrInvalid):
 		return ExitUsage
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed
