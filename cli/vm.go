@@ -1,0 +1,548 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/vm"
+	"golang.org/x/term"
+)
+
+func (e *Env) vms() *vm.Manager {
+	return vm.NewManager(vm.Options{Layout: e.Layout(), Logger: e.Logger, HostRoot: e.HostRoot})
+}
+
+// vmNames completes VM names.
+func vmNames(env *Env) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		if env.Logger == nil {
+			if err := env.setup(cmd); err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
+		}
+		entries, _ := env.vms().List(cmd.Context())
+		var names []string
+		for _, e := range entries {
+			if e.Class == vm.ClassManaged || e.Class == vm.ClassMissing {
+				names = append(names, e.Name)
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func newApplyCmd(env *Env) *cobra.Command {
+	var file string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE",
+		Short: "Create or update a VM from a manifest (apiVersion virtcon/v1, kind VirtualMachine)",
+		Long: `Create or update a VM from a YAML or JSON manifest ("-" reads stdin). Unknown
+fields are refused; every error names the field and value. A changed spec bumps
+metadata.generation; status.observedGeneration follows when the VM next starts.
+spec.running: true starts the VM, false stops it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if file == "" {
+				return &UsageError{errors.New("apply: -f FILE is required")}
+			}
+			var data []byte
+			var err error
+			if file == "-" {
+				data, err = io.ReadAll(env.IO.In)
+			} else {
+				data, err = os.ReadFile(file)
+			}
+			if err != nil {
+				return fmt.Errorf("apply: %w", err)
+			}
+			in, err := vm.Decode(data)
+			if err != nil {
+				return err
+			}
+			res, err := env.vms().Apply(cmd.Context(), in)
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, res, func(w io.Writer) error {
+				fmt.Fprintf(w, "virtualmachine/%s %s\n", res.VM.Metadata.Name, res.Action)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().StringVarP(&file, "filename", "f", "", "manifest file, or - for stdin")
+	return cmd
+}
+
+func newVMCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "vm",
+		Aliases: []string{"vms"},
+		Short:   "Create, run and inspect VMs (plain QEMU processes that outlive virt)",
+	}
+	cmd.AddCommand(newVMCreateCmd(env), newVMListCmd(env), newVMShowCmd(env), newVMStartCmd(env), newVMStopCmd(env),
+		newVMSimpleCmd(env, "kill", "Stop a VM at once (SIGKILL of its QEMU): the guest gets no chance to shut down", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Kill(c.Context(), ref) }),
+		newVMSimpleCmd(env, "reboot", "Reset a running VM (hard reset, like the reset button)", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Reboot(c.Context(), ref) }),
+		newVMSimpleCmd(env, "pause", "Freeze a running VM's vCPUs", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Pause(c.Context(), ref) }),
+		newVMSimpleCmd(env, "resume", "Continue a paused VM", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Resume(c.Context(), ref) }),
+		newVMDeleteCmd(env), newVMConsoleCmd(env), newVMLogsCmd(env), newVMIPCmd(env), newVMGCCmd(env))
+	return cmd
+}
+
+func newVMCreateCmd(env *Env) *cobra.Command {
+	var (
+		cpus                                         int
+		memory, disk, image, kernel, initrd, cmdline string
+		userData, accel, firmware                    string
+		start                                        bool
+		labels                                       []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a VM from flags (the imperative form of virt apply)",
+		Example: `  virt vm create t1 --kernel build/guest/vmlinuz --initrd build/guest/initrd.img --memory 256 --start
+  virt vm create web --image debian-12 --disk 20G --cpus 2 --memory 2G --cloud-init-user-data user.yaml --start`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m := env.vms()
+			v := &vm.VirtualMachine{APIVersion: vm.APIVersion, Kind: vm.Kind}
+			v.Metadata.Name = args[0]
+			v.Spec.CPUs, v.Spec.Accel, v.Spec.Firmware, v.Spec.Running = cpus, accel, firmware, start
+			if memory != "" {
+				mib, err := parseMiB(memory)
+				if err != nil {
+					return &UsageError{fmt.Errorf("--memory: %w", err)}
+				}
+				v.Spec.MemoryMiB = mib
+			}
+			for _, l := range labels {
+				k, val, ok := strings.Cut(l, "=")
+				if !ok {
+					return &UsageError{fmt.Errorf("--label %q: want key=value", l)}
+				}
+				if v.Metadata.Labels == nil {
+					v.Metadata.Labels = map[string]string{}
+				}
+				v.Metadata.Labels[k] = val
+			}
+			if image != "" {
+				name := image
+				if strings.HasPrefix(image, "http://") || strings.HasPrefix(image, "https://") {
+					sum := sha256.Sum256([]byte(image))
+					name = "url-" + hex.EncodeToString(sum[:6])
+					if _, err := m.PullImage(cmd.Context(), image, name, "", env.IO.ErrOut); err != nil && !errors.Is(err, vm.ErrExists) {
+						return err
+					}
+				}
+				v.Spec.Disks = append(v.Spec.Disks, vm.Disk{Name: "root", Image: name, Size: disk})
+			} else if disk != "" {
+				v.Spec.Disks = append(v.Spec.Disks, vm.Disk{Name: "root", Size: disk})
+			}
+			if kernel != "" || initrd != "" || cmdline != "" {
+				v.Spec.Boot = &vm.Boot{Kernel: absPath(kernel), Initrd: absPath(initrd), Cmdline: cmdline}
+				if cmdline == "" && kernel != "" {
+					v.Spec.Boot.Cmdline = "console=ttyS0"
+				}
+			}
+			if userData != "" {
+				b, err := os.ReadFile(userData)
+				if err != nil {
+					return &UsageError{fmt.Errorf("--cloud-init-user-data: %w", err)}
+				}
+				v.Spec.CloudInit = &vm.CloudInit{UserData: string(b)}
+			}
+			if start {
+				fmt.Fprintf(env.IO.ErrOut, "creating and starting %s…\n", args[0])
+			}
+			created, err := m.Create(cmd.Context(), v)
+			if err != nil {
+				return err
+			}
+			_, e, err := m.Get(cmd.Context(), created.Metadata.UID)
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, e, func(w io.Writer) error {
+				fmt.Fprintf(w, "virtualmachine/%s created (uid %s)", e.Name, e.UID)
+				if e.PID > 0 {
+					fmt.Fprintf(w, ", running as pid %d under %s", e.PID, e.Accel)
+				}
+				fmt.Fprintln(w)
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cpus, "cpus", 1, "virtual CPUs")
+	f.StringVar(&memory, "memory", "512", "memory in MiB, or with a unit (2G)")
+	f.StringVar(&disk, "disk", "", "root disk size (10G); grows the image's overlay, or makes a blank disk without --image")
+	f.StringVar(&image, "image", "", "base image name (virt image list) or an http(s) URL to pull")
+	f.StringVar(&kernel, "kernel", "", "kernel for direct boot")
+	f.StringVar(&initrd, "initrd", "", "initramfs for direct boot")
+	f.StringVar(&cmdline, "cmdline", "", "kernel command line for direct boot (default console=ttyS0)")
+	f.StringVar(&userData, "cloud-init-user-data", "", "cloud-init user data file for the NoCloud seed (never logged)")
+	f.StringVar(&accel, "accel", "auto", "accelerator: auto (kvm only when the host probe proved it works), kvm or tcg")
+	f.StringVar(&firmware, "firmware", "", "uefi or bios (default uefi; bios with --kernel)")
+	f.BoolVar(&start, "start", false, "start the VM once created")
+	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
+	_ = cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("firmware", cobra.FixedCompletions([]string{"uefi", "bios"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+func parseMiB(s string) (int, error) {
+	if n, err := strconv.Atoi(s); err == nil {
+		return n, nil
+	}
+	b, err := vm.ParseSize(s)
+	if err != nil {
+		return 0, err
+	}
+	return int(b >> 20), nil
+}
+
+func newVMListCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List VMs: ours with their live phase, our orphans, and external QEMU/libvirt guests",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			entries, err := env.vms().List(cmd.Context())
+			if err != nil {
+				fmt.Fprintf(env.IO.ErrOut, "warning: %v\n", err)
+			}
+			if entries == nil {
+				entries = []vm.Entry{}
+			}
+			return render(env.IO.Out, env.Output, entries, func(w io.Writer) error {
+				fmt.Fprintln(w, "NAME\tCLASS\tPHASE\tACCEL\tPID\tCPUS\tMEMORY\tUID")
+				for _, e := range entries {
+					pid := "-"
+					if e.PID > 0 {
+						pid = strconv.Itoa(e.PID)
+					}
+					mem := "-"
+					if e.MemoryMiB > 0 {
+						mem = fmt.Sprintf("%dMiB", e.MemoryMiB)
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Class, e.Phase, dash(e.Accel), pid, e.CPUs, mem, e.UID)
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func newVMShowCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:               "show NAME",
+		Short:             "Show a VM's manifest and live status (secrets redacted in table view)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			v, e, err := env.vms().Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, v, func(w io.Writer) error {
+				fmt.Fprintf(w, "Name:\t%s\nUID:\t%s\nClass:\t%s\nPhase:\t%s\n", e.Name, e.UID, e.Class, e.Phase)
+				if e.PID > 0 {
+					fmt.Fprintf(w, "PID:\t%d\n", e.PID)
+				}
+				fmt.Fprintf(w, "Accel:\t%s\n", dash(e.Accel))
+				if v.Status.AccelReason != "" {
+					fmt.Fprintf(w, "Accel reason:\t%s\n", v.Status.AccelReason)
+				}
+				fmt.Fprintf(w, "CPUs:\t%d\nMemory:\t%d MiB\nFirmware:\t%s\n", v.Spec.CPUs, v.Spec.MemoryMiB, v.Spec.Firmware)
+				fmt.Fprintf(w, "Generation:\t%d (observed %d)\n", v.Metadata.Generation, v.Status.ObservedGeneration)
+				for _, d := range v.Spec.Disks {
+					fmt.Fprintf(w, "Disk %s:\timage %s, size %s\n", d.Name, dash(d.Image), dash(d.Size))
+				}
+				if b := v.Spec.Boot; b != nil {
+					fmt.Fprintf(w, "Kernel:\t%s\nInitrd:\t%s\nCmdline:\t%s\n", b.Kernel, dash(b.Initrd), b.Cmdline)
+				}
+				if v.Spec.CloudInit != nil && v.Spec.CloudInit.UserData != "" {
+					fmt.Fprintf(w, "Cloud-init:\tuser data set (%d bytes, not shown)\n", len(v.Spec.CloudInit.UserData))
+				}
+				if e.Message != "" {
+					fmt.Fprintf(w, "Note:\t%s\n", e.Message)
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func newVMStartCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:               "start NAME",
+		Short:             "Start a VM; its QEMU runs detached and survives virt",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m := env.vms()
+			if err := m.Start(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			_, e, err := m.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, e, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s: %s (pid %d, accel %s)\n", e.Name, e.Phase, e.PID, e.Accel)
+				return nil
+			})
+		},
+	}
+}
+
+func newVMStopCmd(env *Env) *cobra.Command {
+	var opts vm.StopOptions
+	cmd := &cobra.Command{
+		Use:               "stop NAME",
+		Short:             "Stop a VM: ACPI power button, then QMP quit after --timeout, then SIGKILL",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if opts.Timeout < 0 {
+				return &UsageError{fmt.Errorf("--timeout %v: must not be negative", opts.Timeout)}
+			}
+			if err := env.vms().Stop(cmd.Context(), args[0], opts); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.ErrOut, "%s stopped\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 60*time.Second, "how long the guest gets to power off before QEMU is told to quit")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "skip the power button: quit QEMU at once (then SIGKILL)")
+	return cmd
+}
+
+func newVMSimpleCmd(env *Env, name, short string, f func(*vm.Manager, *cobra.Command, string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:               name + " NAME",
+		Short:             short,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f(env.vms(), cmd, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.ErrOut, "%s: %s done\n", args[0], name)
+			return nil
+		},
+	}
+}
+
+func newVMDeleteCmd(env *Env) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:               "delete NAME",
+		Aliases:           []string{"rm"},
+		Short:             "Delete a VM with its disks, seed and logs (refused while running unless --force)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := env.vms().Delete(cmd.Context(), args[0], force); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.ErrOut, "%s deleted\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "kill a running VM first")
+	return cmd
+}
+
+func newVMConsoleCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:               "console NAME",
+		Short:             "Attach to a VM's serial console; Ctrl-] detaches and never stops the VM",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			in := env.IO.In
+			if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+				old, err := term.MakeRaw(int(f.Fd()))
+				if err != nil {
+					return err
+				}
+				defer term.Restore(int(f.Fd()), old)
+			}
+			fmt.Fprintf(env.IO.ErrOut, "Connected to %s's serial console. Detach with Ctrl-]\r\n", args[0])
+			err := env.vms().Console(cmd.Context(), args[0], in, env.IO.Out)
+			fmt.Fprintf(env.IO.ErrOut, "\r\nDetached from %s (the VM keeps running).\r\n", args[0])
+			return err
+		},
+	}
+}
+
+func newVMLogsCmd(env *Env) *cobra.Command {
+	var follow bool
+	cmd := &cobra.Command{
+		Use:               "logs NAME",
+		Short:             "Print a VM's serial console log",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return env.vms().Logs(cmd.Context(), args[0], env.IO.Out, follow)
+		},
+	}
+	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new output")
+	return cmd
+}
+
+func newVMIPCmd(env *Env) *cobra.Command {
+	return &cobra.Command{
+		Use:               "ip NAME",
+		Short:             "Show a VM's IP addresses (from the guest agent)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			addrs, err := env.vms().IP(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, addrs, func(w io.Writer) error {
+				fmt.Fprintln(w, "INTERFACE\tADDRESS\tSOURCE")
+				for _, a := range addrs {
+					fmt.Fprintf(w, "%s\t%s\t%s\n", a.Interface, a.Address, a.Source)
+				}
+				return nil
+			})
+		},
+	}
+}
+
+func newVMGCCmd(env *Env) *cobra.Command {
+	var dry bool
+	cmd := &cobra.Command{
+		Use:   "gc",
+		Short: "Remove virtcon's orphaned files (volumes, runtime dirs, logs, partial downloads without a VM); never touches processes",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			items, err := env.vms().GC(cmd.Context(), dry)
+			if rerr := render(env.IO.Out, env.Output, items, func(w io.Writer) error {
+				verb := "removed"
+				if dry {
+					verb = "would remove"
+				}
+				if len(items) == 0 {
+					fmt.Fprintln(w, "nothing to collect")
+				}
+				for _, o := range items {
+					fmt.Fprintf(w, "%s\t%s\t(%s)\n", verb, o.Path, o.What)
+				}
+				return nil
+			}); rerr != nil {
+				return rerr
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "only list what would be removed")
+	return cmd
+}
+
+func newImageCmd(env *Env) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:     "image",
+		Aliases: []string{"images"},
+		Short:   "Manage base images (verified downloads; per-VM disks are qcow2 overlays on them)",
+	}
+	var name, sum string
+	pull := &cobra.Command{
+		Use:   "pull URL --name NAME",
+		Short: "Download an image with a running sha256; a crash mid-download leaves no usable image",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if name == "" {
+				return &UsageError{errors.New("image pull: --name is required")}
+			}
+			img, err := env.vms().PullImage(cmd.Context(), args[0], name, sum, env.IO.ErrOut)
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, img, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", img.Name, img.Format, img.SHA256)
+				return nil
+			})
+		},
+	}
+	pull.Flags().StringVar(&name, "name", "", "name to store the image under")
+	pull.Flags().StringVar(&sum, "sha256", "", "expected sha256; a mismatch discards the download")
+	var importName string
+	imp := &cobra.Command{
+		Use:   "import FILE",
+		Short: "Copy a local qcow2 or raw image into the store",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			img, err := env.vms().ImportImage(cmd.Context(), args[0], importName)
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, img, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s\t%s\t%s\n", img.Name, img.Format, img.SHA256)
+				return nil
+			})
+		},
+	}
+	imp.Flags().StringVar(&importName, "name", "", "name (default: the file name without extension)")
+	list := &cobra.Command{
+		Use:     "list",
+		Aliases: []string{"ls"},
+		Short:   "List images and the VMs using them",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			imgs, err := env.vms().ListImages()
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, imgs, func(w io.Writer) error {
+				fmt.Fprintln(w, "NAME\tFORMAT\tSIZE\tUSED BY\tSHA256")
+				for _, i := range imgs {
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", i.Name, i.Format, gib(uint64(i.SizeBytes)), dash(strings.Join(i.UsedBy, ",")), i.SHA256[:12])
+				}
+				return nil
+			})
+		},
+	}
+	rm := &cobra.Command{
+		Use:     "rm NAME",
+		Aliases: []string{"delete"},
+		Short:   "Remove an image (refused while a VM's disk uses it)",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := env.vms().RemoveImage(cmd.Context(), args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.ErrOut, "image %s removed\n", args[0])
+			return nil
+		},
+	}
+	cmd.AddCommand(pull, imp, list, rm)
+	return cmd
+}

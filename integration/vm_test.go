@@ -1,0 +1,375 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/virtcon/virtcon/vm"
+)
+
+// A real guest boots under virt, reads its NoCloud seed, and powers off on
+// the ACPI power button; the VM is found by UUID in /proc.
+func TestIntegrationVMBootSeedAndGracefulStop(t *testing.T) {
+	g := requireGuest(t)
+	root := vmRoot(t)
+	uid := createGuest(t, root, "boot1", g.initrd, true)
+	e := entry(t, root, "boot1")
+	if e.Class != vm.ClassManaged || e.Phase != vm.PhaseRunning || e.PID == 0 {
+		t.Fatalf("after start: %+v; want MANAGED Running with a pid", e)
+	}
+	if e.Accel != "tcg" && e.Accel != "kvm" {
+		t.Errorf("accel %q", e.Accel)
+	}
+	if fileExists("/sys/module/kvm_pvm") && e.Accel != "tcg" {
+		t.Errorf("accel %q on a PVM host; want tcg (the probe says KVM crawls here)", e.Accel)
+	}
+	took := waitLog(t, root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
+	t.Logf("boot to ready marker: %v", took)
+	waitLog(t, root, uid, "VIRTCON-INSTANCE-ID="+uid, 30*time.Second)
+
+	start := time.Now()
+	v(t, root, "vm", "stop", "boot1", "--timeout", "60s")
+	t.Logf("graceful stop took %v", time.Since(start))
+	if !strings.Contains(serialLog(root, uid), "VIRTCON-POWEROFF") {
+		t.Error("the guest did not power off through ACPI (no VIRTCON-POWEROFF in its log)")
+	}
+	if alive(e.PID) {
+		t.Errorf("qemu pid %d still alive after stop", e.PID)
+	}
+	e = entry(t, root, "boot1")
+	if e.Phase != vm.PhaseStopped || e.Class != vm.ClassManaged {
+		t.Errorf("after stop: %+v; want MANAGED Stopped", e)
+	}
+	for _, s := range []string{"qmp.sock", "serial.sock", "qemu.pid"} {
+		if fileExists(filepath.Join(root, "run/virtcon/vms", uid, s)) {
+			t.Errorf("%s left after stop", s)
+		}
+	}
+	if serialLog(root, uid) == "" {
+		t.Error("stop removed the serial log; logs are kept")
+	}
+}
+
+// The deaf guest ignores the power button: stop falls back to QMP quit.
+// A SIGSTOPped QEMU answers nothing: stop falls back to SIGKILL.
+func TestIntegrationVMStopFallbacks(t *testing.T) {
+	g := requireGuest(t)
+	root := vmRoot(t)
+	uid := createGuest(t, root, "deaf1", g.deaf, true)
+	waitLog(t, root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
+	pid := entry(t, root, "deaf1").PID
+	start := time.Now()
+	v(t, root, "vm", "stop", "deaf1", "--timeout", "3s")
+	took := time.Since(start)
+	t.Logf("deaf stop: %v", took)
+	if took < 3*time.Second {
+		t.Errorf("stop returned after %v, before its 3s timeout: the deaf guest cannot have powered off", took)
+	}
+	if alive(pid) {
+		t.Fatalf("deaf guest pid %d alive after stop", pid)
+	}
+	if strings.Contains(serialLog(root, uid), "VIRTCON-POWEROFF") {
+		t.Error("the deaf guest powered off; it should ignore the power button")
+	}
+
+	v(t, root, "vm", "start", "deaf1")
+	pid = entry(t, root, "deaf1").PID
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if e := entry(t, root, "deaf1"); e.Phase != vm.PhaseUnresponsive {
+		t.Errorf("SIGSTOPped QEMU listed as %s; want Unresponsive", e.Phase)
+	}
+	start = time.Now()
+	v(t, root, "vm", "stop", "deaf1", "--timeout", "1s")
+	t.Logf("stop of a SIGSTOPped QEMU: %v", time.Since(start))
+	if alive(pid) {
+		t.Errorf("SIGSTOPped QEMU pid %d survived stop", pid)
+	}
+	if e := entry(t, root, "deaf1"); e.Phase != vm.PhaseStopped {
+		t.Errorf("after stop: %s; want Stopped", e.Phase)
+	}
+}
+
+// Killing virt with SIGKILL in the middle of start or stop leaves a state
+// that a new virt reads truthfully and finishes.
+func TestIntegrationVMKillVirtMidOperation(t *testing.T) {
+	g := requireGuest(t)
+	root := vmRoot(t)
+	uid := createGuest(t, root, "k1", g.deaf, false)
+	for _, delay := range []time.Duration{5 * time.Millisecond, 60 * time.Millisecond, 250 * time.Millisecond} {
+		cmd := exec.Command(virtBin, "--root", root, "vm", "start", "k1")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		cmd.Process.Kill()
+		cmd.Wait()
+		e := entry(t, root, "k1")
+		t.Logf("virt start killed after %v: %s %s pid %d", delay, e.Class, e.Phase, e.PID)
+		pids := qemuPIDsUnder(filepath.Join(root, "run/virtcon/vms", uid))
+		if len(pids) > 1 {
+			t.Fatalf("%d QEMU processes for one VM: %v", len(pids), pids)
+		}
+		if len(pids) == 1 && e.PID != pids[0] {
+			t.Errorf("a QEMU (pid %d) runs but list says %s pid %d", pids[0], e.Phase, e.PID)
+		}
+		if len(pids) == 0 && e.Phase != vm.PhaseStopped {
+			t.Errorf("no QEMU runs but list says %s", e.Phase)
+		}
+		// a new virt finishes the job, whatever state was left
+		v(t, root, "vm", "start", "k1")
+		if e := entry(t, root, "k1"); e.Phase != vm.PhaseRunning {
+			t.Fatalf("after a new start: %s; want Running", e.Phase)
+		}
+		if n := len(qemuPIDsUnder(filepath.Join(root, "run/virtcon/vms", uid))); n != 1 {
+			t.Fatalf("%d QEMU processes after restart; want 1", n)
+		}
+		v(t, root, "vm", "stop", "k1", "--timeout", "1s")
+	}
+
+	// kill virt during a stop that waits for a deaf guest
+	v(t, root, "vm", "start", "k1")
+	pid := entry(t, root, "k1").PID
+	cmd := exec.Command(virtBin, "--root", root, "vm", "stop", "k1", "--timeout", "30s")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Kill()
+	cmd.Wait()
+	if !alive(pid) {
+		t.Fatal("the deaf guest died although the stop was killed before its timeout")
+	}
+	if e := entry(t, root, "k1"); e.Phase != vm.PhaseRunning || e.PID != pid {
+		t.Errorf("after killed stop: %s pid %d; want Running pid %d", e.Phase, e.PID, pid)
+	}
+	v(t, root, "vm", "stop", "k1", "--timeout", "1s")
+	if alive(pid) {
+		t.Error("a new stop did not finish the job")
+	}
+}
+
+// The VM survives the death of every virtcon process, and is found again
+// by UUID even when its pidfile is gone.
+func TestIntegrationVMSurvivesVirtcon(t *testing.T) {
+	g := requireGuest(t)
+	root := vmRoot(t)
+	uid := createGuest(t, root, "s1", g.initrd, true)
+	waitLog(t, root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
+	pid := entry(t, root, "s1").PID
+
+	// long-running virtcon processes attached to the VM, killed with SIGKILL
+	console := exec.Command(virtBin, "--root", root, "vm", "console", "s1")
+	pr, pw := io.Pipe()
+	console.Stdin = pr
+	logs := exec.Command(virtBin, "--root", root, "vm", "logs", "-f", "s1")
+	for _, c := range []*exec.Cmd{console, logs} {
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	time.Sleep(500 * time.Millisecond)
+	for _, c := range []*exec.Cmd{console, logs} {
+		c.Process.Kill()
+		c.Wait()
+	}
+	pw.Close()
+	time.Sleep(300 * time.Millisecond)
+	if !alive(pid) {
+		t.Fatal("the VM died with the virtcon processes attached to it")
+	}
+	os.Remove(filepath.Join(root, "run/virtcon/vms", uid, "qemu.pid"))
+	e := entry(t, root, "s1")
+	if e.PID != pid || e.Phase != vm.PhaseRunning {
+		t.Errorf("without its pidfile the VM is listed %s pid %d; want Running pid %d (found by UUID)", e.Phase, e.PID, pid)
+	}
+	// the serial console still works after the killed attachment
+	out := consoleRoundTrip(t, root, "s1", "echo virtcon-$((6*7))")
+	if !strings.Contains(out, "virtcon-42") {
+		t.Errorf("console output lacks the command's result: %q", out)
+	}
+	if !alive(pid) {
+		t.Error("detaching the console stopped the VM")
+	}
+	v(t, root, "vm", "kill", "s1")
+	if alive(pid) {
+		t.Error("kill left the QEMU alive")
+	}
+}
+
+// consoleRoundTrip attaches, types a command, waits for its output, detaches.
+func consoleRoundTrip(t *testing.T, root, name, command string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, virtBin, "--root", root, "vm", "console", name)
+	in, _ := cmd.StdinPipe()
+	var out syncBuffer
+	cmd.Stdout = &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	fmt.Fprintf(in, "\n%s\n", command)
+	deadline := time.Now().Add(20 * time.Second)
+	want := "virtcon-42"
+	for time.Now().Before(deadline) && !strings.Contains(out.String(), want) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	in.Write([]byte{vm.DetachKey})
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("console exited with %v after Ctrl-]", err)
+	}
+	return out.String()
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Ten concurrent CLI operations on one VM neither deadlock nor corrupt it.
+func TestIntegrationVMConcurrentOperations(t *testing.T) {
+	g := requireGuest(t)
+	root := vmRoot(t)
+	uid := createGuest(t, root, "c1", g.initrd, true)
+	ops := [][]string{
+		{"vm", "pause", "c1"}, {"vm", "resume", "c1"}, {"vm", "list", "-o", "json"}, {"vm", "show", "c1", "-o", "json"},
+		{"vm", "start", "c1"}, {"vm", "pause", "c1"}, {"vm", "resume", "c1"}, {"vm", "show", "c1"},
+		{"vm", "list"}, {"vm", "start", "c1"},
+	}
+	var wg sync.WaitGroup
+	results := make([]result, len(ops))
+	start := time.Now()
+	for i, op := range ops {
+		wg.Add(1)
+		go func(i int, op []string) {
+			defer wg.Done()
+			results[i] = virt(t, nil, append([]string{"--root", root}, op...)...)
+		}(i, op)
+	}
+	wg.Wait()
+	t.Logf("10 concurrent operations took %v", time.Since(start))
+	for i, r := range results {
+		// pause/resume may race each other's order, but nothing may crash or hang
+		if r.code != 0 && r.code != 1 {
+			t.Errorf("virt %v: exit %d: %s", ops[i], r.code, r.stderr)
+		}
+		if strings.Contains(r.stderr, "panic") {
+			t.Errorf("virt %v panicked: %s", ops[i], r.stderr)
+		}
+	}
+	v(t, root, "vm", "resume", "c1")
+	if n := len(qemuPIDsUnder(filepath.Join(root, "run/virtcon/vms", uid))); n != 1 {
+		t.Errorf("%d QEMU processes for c1; want 1", n)
+	}
+	var m vm.VirtualMachine
+	if err := json.Unmarshal([]byte(v(t, root, "vm", "show", "c1", "-o", "json")), &m); err != nil {
+		t.Fatalf("spec unreadable after concurrent operations: %v", err)
+	}
+	if m.Metadata.UID != uid || !m.Spec.Running {
+		t.Errorf("spec after concurrent operations: uid %s running %t", m.Metadata.UID, m.Spec.Running)
+	}
+	if e := entry(t, root, "c1"); e.Phase != vm.PhaseRunning {
+		t.Errorf("phase %s; want Running", e.Phase)
+	}
+}
+
+// A pidfile naming an unrelated process is never taken for the VM.
+func TestIntegrationVMStalePIDFile(t *testing.T) {
+	g := requireGuest(t)
+	root := vmRoot(t)
+	uid := createGuest(t, root, "p1", g.initrd, false)
+	sleeper := exec.Command("sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	dir := filepath.Join(root, "run/virtcon/vms", uid)
+	os.MkdirAll(dir, 0o700)
+	os.WriteFile(filepath.Join(dir, "qemu.pid"), []byte(strconv.Itoa(sleeper.Process.Pid)+"\n"), 0o600)
+	if e := entry(t, root, "p1"); e.Phase != vm.PhaseStopped || e.PID != 0 {
+		t.Errorf("with a pidfile naming sleep(1): %s pid %d; want Stopped pid 0", e.Phase, e.PID)
+	}
+	v(t, root, "vm", "stop", "p1")
+	v(t, root, "vm", "kill", "p1")
+	if !alive(sleeper.Process.Pid) {
+		t.Fatal("stop/kill killed the unrelated process named by the pidfile")
+	}
+	v(t, root, "vm", "start", "p1")
+	if e := entry(t, root, "p1"); e.Phase != vm.PhaseRunning || e.PID == sleeper.Process.Pid {
+		t.Errorf("start over a stale pidfile: %s pid %d", e.Phase, e.PID)
+	}
+	v(t, root, "vm", "kill", "p1")
+}
+
+// A QEMU that is not ours is listed EXTERNAL and never touched.
+func TestIntegrationVMExternalUntouched(t *testing.T) {
+	requireGuest(t)
+	root := vmRoot(t)
+	other := t.TempDir()
+	t.Cleanup(func() { killUnder(other) })
+	pidfile := filepath.Join(other, "ext.pid")
+	cmd := exec.Command("qemu-system-x86_64", "-name", "guest=ext1", "-uuid", "6f1c1a8e-0000-4000-8000-00000000e001",
+		"-accel", "tcg", "-nodefaults", "-display", "none", "-S", "-daemonize", "-pidfile", pidfile,
+		"-qmp", "unix:"+filepath.Join(other, "q.sock")+",server=on,wait=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("starting an external QEMU: %v: %s", err, out)
+	}
+	b, _ := os.ReadFile(pidfile)
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	var entries []vm.Entry
+	json.Unmarshal([]byte(v(t, root, "vm", "list", "-o", "json")), &entries)
+	found := false
+	for _, e := range entries {
+		if e.PID == pid {
+			found = true
+			if e.Class != vm.ClassExternal || e.Name != "ext1" {
+				t.Errorf("external QEMU listed as %+v; want EXTERNAL ext1", e)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("external QEMU pid %d not listed", pid)
+	}
+	for _, op := range [][]string{{"vm", "stop", "ext1"}, {"vm", "kill", "ext1"}, {"vm", "delete", "ext1", "--force"}} {
+		if r := virt(t, nil, append([]string{"--root", root}, op...)...); r.code == 0 {
+			t.Errorf("virt %v succeeded on an external guest", op)
+		}
+	}
+	v(t, root, "vm", "gc")
+	if !alive(pid) {
+		t.Fatal("an external QEMU was killed")
+	}
+	// libvirt, when installed, is a peer whose domains are listed read-only
+	if fileExists("/etc/libvirt/qemu") {
+		t.Log("libvirt is installed: its defined domains are listed from /etc/libvirt/qemu")
+	}
+}

@@ -1,0 +1,281 @@
+package vm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrInvalid is wrapped by every admission error: bad input, not a failure.
+var ErrInvalid = errors.New("invalid virtual machine")
+
+// FieldError names the offending field and value.
+type FieldError struct {
+	Field string
+	Value any
+	Msg   string
+}
+
+func (e *FieldError) Error() string {
+	if e.Value == nil {
+		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
+	}
+	return fmt.Sprintf("%s: %s (got %s)", e.Field, e.Msg, quote(e.Value))
+}
+
+func quote(v any) string {
+	if s, ok := v.(string); ok {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprint(v)
+}
+
+// ValidationError lists every problem found, so one run shows them all.
+type ValidationError struct{ Errs []*FieldError }
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Errs))
+	for i, fe := range e.Errs {
+		parts[i] = fe.Error()
+	}
+	return "invalid virtual machine: " + strings.Join(parts, "; ")
+}
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+
+// Decode reads exactly one manifest, rejecting unknown fields.
+func Decode(data []byte) (*VirtualMachine, error) {
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, fmt.Errorf("%w: empty manifest", ErrInvalid)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var vm VirtualMachine
+	if err := dec.Decode(&vm); err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
+	}
+	var extra any
+	if err := dec.Decode(&extra); err != io.EOF {
+		return nil, fmt.Errorf("%w: more than one document in the manifest; apply one VM per file", ErrInvalid)
+	}
+	if vm.APIVersion != APIVersion {
+		return nil, &ValidationError{[]*FieldError{{"apiVersion", vm.APIVersion, "want " + APIVersion}}}
+	}
+	if vm.Kind != Kind {
+		return nil, &ValidationError{[]*FieldError{{"kind", vm.Kind, "want " + Kind}}}
+	}
+	return &vm, nil
+}
+
+func yamlMsg(err error) string {
+	return strings.TrimPrefix(err.Error(), "yaml: ")
+}
+
+// Defaults fills unset fields.
+func Defaults(vm *VirtualMachine) {
+	if vm.APIVersion == "" {
+		vm.APIVersion = APIVersion
+	}
+	if vm.Kind == "" {
+		vm.Kind = Kind
+	}
+	s := &vm.Spec
+	if s.CPUs == 0 {
+		s.CPUs = 1
+	}
+	if s.MemoryMiB == 0 {
+		s.MemoryMiB = 512
+	}
+	if s.Machine == "" {
+		s.Machine = "q35"
+	}
+	if s.Accel == "" {
+		s.Accel = "auto"
+	}
+	if s.Firmware == "" {
+		// Direct kernel boot needs no firmware boot manager; cloud images
+		// boot UEFI (some no longer boot through BIOS at all).
+		if s.Boot != nil && s.Boot.Kernel != "" {
+			s.Firmware = "bios"
+		} else {
+			s.Firmware = "uefi"
+		}
+	}
+	for i := range s.Disks {
+		if s.Disks[i].Name == "" {
+			s.Disks[i].Name = fmt.Sprintf("disk%d", i)
+		}
+	}
+}
+
+// Limits are the host's capacity for validation; zero means unknown.
+type Limits struct {
+	CPUs      int
+	MemoryMiB int
+	// FileExists checks host files named in the spec (kernel, initrd).
+	FileExists func(path string) error
+}
+
+var (
+	nameRE     = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
+	labelKeyRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
+)
+
+// ValidateName checks a VM (or image, disk) name: letters, digits and '-',
+// 1 to 63 characters, starting and ending with a letter or digit.
+func ValidateName(field, name string) *FieldError {
+	if !nameRE.MatchString(name) {
+		return &FieldError{field, name, "must be 1-63 letters, digits or '-', starting and ending with a letter or digit"}
+	}
+	return nil
+}
+
+// Validate checks a defaulted manifest. Every error names field and value.
+func Validate(vm *VirtualMachine, lim Limits) error {
+	var errs []*FieldError
+	add := func(fe *FieldError) {
+		if fe != nil {
+			errs = append(errs, fe)
+		}
+	}
+	add(ValidateName("metadata.name", vm.Metadata.Name))
+	if vm.Metadata.UID != "" {
+		if _, err := uuid.Parse(vm.Metadata.UID); err != nil || len(vm.Metadata.UID) != 36 {
+			add(&FieldError{"metadata.uid", vm.Metadata.UID, "must be a UUID like 123e4567-e89b-12d3-a456-426614174000"})
+		}
+	}
+	keys := make([]string, 0, len(vm.Metadata.Labels))
+	for k := range vm.Metadata.Labels {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		f := "metadata.labels[" + k + "]"
+		switch {
+		case strings.HasPrefix(k, ReservedLabelPrefix):
+			add(&FieldError{f, k, "the " + ReservedLabelPrefix + " prefix is reserved for virtcon"})
+		case !labelKeyRE.MatchString(k):
+			add(&FieldError{f, k, "label keys are [prefix/]name with letters, digits, '-', '_' and '.'"})
+		case !labelValRE.MatchString(vm.Metadata.Labels[k]):
+			add(&FieldError{f, vm.Metadata.Labels[k], "label values are at most 63 letters, digits, '-', '_' and '.'"})
+		}
+	}
+	s := vm.Spec
+	switch {
+	case s.CPUs < 1:
+		add(&FieldError{"spec.cpus", s.CPUs, "must be at least 1"})
+	case s.CPUs > 255:
+		add(&FieldError{"spec.cpus", s.CPUs, "must be at most 255"})
+	case lim.CPUs > 0 && s.CPUs > lim.CPUs:
+		add(&FieldError{"spec.cpus", s.CPUs, fmt.Sprintf("the host has %d CPUs", lim.CPUs)})
+	}
+	switch {
+	case s.MemoryMiB < 16:
+		add(&FieldError{"spec.memoryMiB", s.MemoryMiB, "must be at least 16"})
+	case lim.MemoryMiB > 0 && s.MemoryMiB > lim.MemoryMiB:
+		add(&FieldError{"spec.memoryMiB", s.MemoryMiB, fmt.Sprintf("the host has %d MiB", lim.MemoryMiB)})
+	}
+	if s.Firmware != "uefi" && s.Firmware != "bios" {
+		add(&FieldError{"spec.firmware", s.Firmware, "must be uefi or bios"})
+	}
+	if s.Machine != "q35" {
+		add(&FieldError{"spec.machine", s.Machine, "must be q35"})
+	}
+	if s.Accel != "auto" && s.Accel != "kvm" && s.Accel != "tcg" {
+		add(&FieldError{"spec.accel", s.Accel, "must be auto, kvm or tcg"})
+	}
+	seen := map[string]bool{}
+	for i, d := range s.Disks {
+		f := fmt.Sprintf("spec.disks[%d]", i)
+		add(ValidateName(f+".name", d.Name))
+		if seen[strings.ToLower(d.Name)] {
+			add(&FieldError{f + ".name", d.Name, "duplicate disk name"})
+		}
+		seen[strings.ToLower(d.Name)] = true
+		if d.Image != "" {
+			add(ValidateName(f+".image", d.Image))
+		}
+		if d.Size != "" {
+			if n, err := ParseSize(d.Size); err != nil || n < 1<<20 {
+				add(&FieldError{f + ".size", d.Size, "must be a size like 512M, 10G or 1T (at least 1M)"})
+			}
+		}
+		if d.Image == "" && d.Size == "" {
+			add(&FieldError{f, d.Name, "needs an image, a size, or both"})
+		}
+	}
+	if b := s.Boot; b != nil {
+		if b.Kernel == "" {
+			add(&FieldError{"spec.boot.kernel", b.Kernel, "is required when boot is set"})
+		}
+		for _, p := range []struct{ field, path string }{{"spec.boot.kernel", b.Kernel}, {"spec.boot.initrd", b.Initrd}} {
+			if p.path == "" {
+				continue
+			}
+			if !filepath.IsAbs(p.path) {
+				add(&FieldError{p.field, p.path, "must be an absolute path"})
+			} else if lim.FileExists != nil {
+				if err := lim.FileExists(p.path); err != nil {
+					add(&FieldError{p.field, p.path, err.Error()})
+				}
+			}
+		}
+	}
+	if (s.Boot == nil || s.Boot.Kernel == "") && !hasImageDisk(s.Disks) {
+		add(&FieldError{"spec", nil, "nothing to boot: give a disk with an image, or boot.kernel"})
+	}
+	if len(s.Network) > 0 {
+		add(&FieldError{"spec.network", len(s.Network), "bridged NICs arrive with host networking; VMs get user-mode networking for now"})
+	}
+	if len(errs) > 0 {
+		return &ValidationError{errs}
+	}
+	return nil
+}
+
+func hasImageDisk(ds []Disk) bool {
+	for _, d := range ds {
+		if d.Image != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// ParseSize parses 512M, 10G, 10GiB, 1T or plain bytes (binary units).
+func ParseSize(s string) (int64, error) {
+	t := strings.TrimSpace(strings.ToUpper(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<53)/mult {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return v * mult, nil
+}

@@ -1,0 +1,566 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/revert"
+	"github.com/virtcon/virtcon/qmp"
+)
+
+// ErrNotRunning is returned by operations that need a live VM.
+var ErrNotRunning = errors.New("not running")
+
+// qmpTimeout bounds one QMP exchange.
+const qmpTimeout = 3 * time.Second
+
+// Create admits a new VM (defaults, validation, unique name), creates its
+// disks and stores it. Nothing is left behind if any step fails.
+func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachine, error) {
+	Defaults(vm)
+	vm.Metadata.Generation = 0
+	vm.Status = Status{}
+	if err := Validate(vm, m.limits(ctx)); err != nil {
+		return nil, err
+	}
+	g, err := m.store.lockGlobal(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer g.Release()
+	if err := m.checkNameFree(vm.Metadata.Name, vm.Metadata.UID); err != nil {
+		return nil, err
+	}
+	if vm.Metadata.UID == "" {
+		vm.Metadata.UID = uuid.NewString()
+	} else if m.store.exists(vm.Metadata.UID) {
+		return nil, &ValidationError{[]*FieldError{{"metadata.uid", vm.Metadata.UID, "a VM with this uid exists"}}}
+	}
+	vm.Metadata.UID = strings.ToLower(vm.Metadata.UID)
+	now := time.Now().UTC().Truncate(time.Second)
+	vm.Metadata.CreationTimestamp = &now
+	vm.Metadata.Generation = 1
+	running := vm.Spec.Running
+	vm.Spec.Running = false
+
+	r := revert.New()
+	defer r.Fail()
+	dir := m.layout().VMStateDir(vm.Metadata.UID)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("vm %q: create: %w", vm.Metadata.Name, err)
+	}
+	r.Add(func() error { return os.RemoveAll(dir) })
+	if err := m.createDisks(ctx, vm, vm.Spec.Disks); err != nil {
+		return nil, fmt.Errorf("vm %q: create: %w", vm.Metadata.Name, err)
+	}
+	if err := m.store.save(vm); err != nil {
+		return nil, err
+	}
+	r.Success()
+	m.log.Info("vm created", "vm", vm.Metadata.Name, "uid", vm.Metadata.UID)
+	if running {
+		if err := m.Start(ctx, vm.Metadata.UID); err != nil {
+			return vm, err
+		}
+		return m.store.load(vm.Metadata.UID)
+	}
+	return vm, nil
+}
+
+func (m *Manager) checkNameFree(name, exceptUID string) error {
+	vms, _ := m.store.list()
+	for _, o := range vms {
+		if strings.EqualFold(o.Metadata.Name, name) && o.Metadata.UID != exceptUID {
+			return &ValidationError{[]*FieldError{{"metadata.name", name, fmt.Sprintf("taken by VM %s (names are unique regardless of case)", o.Metadata.UID)}}}
+		}
+	}
+	return nil
+}
+
+// ApplyResult says what Apply did.
+type ApplyResult struct {
+	VM     *VirtualMachine `json:"vm"`
+	Action string          `json:"action"` // created, configured, unchanged
+}
+
+// Apply creates or updates a VM from a decoded manifest, then brings the
+// process to spec.running.
+func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, error) {
+	Defaults(in)
+	existing, err := m.find(in.Metadata.Name)
+	if in.Metadata.UID != "" {
+		existing, err = m.store.load(strings.ToLower(in.Metadata.UID))
+	}
+	if errors.Is(err, ErrNotFound) {
+		vm, err := m.Create(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return &ApplyResult{VM: vm, Action: "created"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(in, m.limits(ctx)); err != nil {
+		return nil, err
+	}
+	l, err := m.store.lockVM(ctx, existing.Metadata.UID)
+	if err != nil {
+		return nil, err
+	}
+	vm, err := m.store.load(existing.Metadata.UID)
+	if err != nil {
+		l.Release()
+		return nil, err
+	}
+	if !strings.EqualFold(in.Metadata.Name, vm.Metadata.Name) {
+		if err := m.checkNameFree(in.Metadata.Name, vm.Metadata.UID); err != nil {
+			l.Release()
+			return nil, err
+		}
+	}
+	res := &ApplyResult{VM: vm, Action: "unchanged"}
+	changed := !reflect.DeepEqual(in.Spec, vm.Spec) || in.Metadata.Name != vm.Metadata.Name || !reflect.DeepEqual(in.Metadata.Labels, vm.Metadata.Labels)
+	if changed {
+		if err := diskChangeAllowed(vm.Spec.Disks, in.Spec.Disks); err != nil {
+			l.Release()
+			return nil, err
+		}
+		added := in.Spec.Disks[len(vm.Spec.Disks):]
+		if err := m.createDisks(ctx, vm, added); err != nil {
+			l.Release()
+			return nil, fmt.Errorf("vm %q: apply: %w", vm.Metadata.Name, err)
+		}
+		if !reflect.DeepEqual(in.Spec, vm.Spec) {
+			vm.Metadata.Generation++
+		}
+		vm.Metadata.Name, vm.Metadata.Labels, vm.Spec = in.Metadata.Name, in.Metadata.Labels, in.Spec
+		if err := m.store.save(vm); err != nil {
+			l.Release()
+			return nil, err
+		}
+		res.Action = "configured"
+	}
+	l.Release()
+	alive := m.livePID(vm.Metadata.UID) > 0
+	switch {
+	case vm.Spec.Running && !alive:
+		err = m.Start(ctx, vm.Metadata.UID)
+	case !vm.Spec.Running && alive:
+		err = m.Stop(ctx, vm.Metadata.UID, StopOptions{})
+	}
+	if err != nil {
+		return res, err
+	}
+	res.VM, err = m.store.load(vm.Metadata.UID)
+	return res, err
+}
+
+func diskChangeAllowed(old, new []Disk) error {
+	if len(new) < len(old) {
+		return &ValidationError{[]*FieldError{{"spec.disks", len(new), fmt.Sprintf("disks cannot be removed by apply (the VM has %d); detach them by deleting and recreating the VM", len(old))}}}
+	}
+	for i := range old {
+		if old[i].Name != new[i].Name || old[i].Image != new[i].Image {
+			return &ValidationError{[]*FieldError{{fmt.Sprintf("spec.disks[%d]", i), new[i].Name, "an existing disk's name and image cannot change"}}}
+		}
+	}
+	return nil
+}
+
+// Start boots the VM's QEMU, detached: it outlives this process.
+func (m *Manager) Start(ctx context.Context, ref string) error {
+	vm, err := m.find(ref)
+	if err != nil {
+		return err
+	}
+	l, err := m.store.lockVM(ctx, vm.Metadata.UID)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	if vm, err = m.store.load(vm.Metadata.UID); err != nil {
+		return err
+	}
+	return m.startLocked(ctx, vm)
+}
+
+func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine) error {
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	if pid := m.livePID(uid); pid > 0 {
+		m.log.Info("vm already running", "vm", name, "pid", pid)
+		if !vm.Spec.Running {
+			vm.Spec.Running = true
+			return m.store.save(vm)
+		}
+		return nil
+	}
+	qemuBin, err := m.qemuBinary()
+	if err != nil {
+		return fmt.Errorf("vm %q: start: %w", name, err)
+	}
+	accel, reason := m.chooseAccel(ctx, vm.Spec.Accel)
+	launch, err := m.launchFor(vm, accel)
+	if err != nil {
+		return fmt.Errorf("vm %q: start: %w", name, err)
+	}
+
+	r := revert.New()
+	defer r.Fail()
+	runDir := m.layout().VMRunDir(uid)
+	if err := os.MkdirAll(runDir, 0o700); err != nil {
+		return fmt.Errorf("vm %q: start: %w", name, err)
+	}
+	m.cleanRuntime(uid)
+	r.Add(func() error { m.cleanRuntime(uid); return nil })
+	if err := os.MkdirAll(filepath.Dir(launch.SerialLog), 0o700); err != nil {
+		return fmt.Errorf("vm %q: start: %w", name, err)
+	}
+	capLog(launch.SerialLog, serialLogCap)
+	if err := writeSeed(launch.Seed, vm); err != nil {
+		return fmt.Errorf("vm %q: start: %w", name, err)
+	}
+	if vm.Spec.Firmware == "uefi" {
+		if err := m.ensureVars(launch); err != nil {
+			return fmt.Errorf("vm %q: start: %w", name, err)
+		}
+	}
+	// Record the intent before the process exists: a crash from here on
+	// leaves "spec says running" and either a live QEMU (MANAGED) or none
+	// (MISSING), both true statements a later virt can act on.
+	wasRunning := vm.Spec.Running
+	vm.Spec.Running = true
+	if err := m.store.save(vm); err != nil {
+		return err
+	}
+	r.Add(func() error { vm.Spec.Running = wasRunning; return m.store.save(vm) })
+
+	start := time.Now()
+	cmd := exec.CommandContext(context.WithoutCancel(ctx), qemuBin, launch.Args()...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	cmd.WaitDelay = 30 * time.Second
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("vm %q: start: %s exited: %v: %s", name, filepath.Base(qemuBin), err, lastLines(stderr.String(), 5))
+	}
+	pid, err := readPIDFile(launch.PIDFile)
+	if err != nil || !m.proc.owns(pid, uid) {
+		return fmt.Errorf("vm %q: start: qemu daemonized but its pidfile does not name a live QEMU for uid %s (%v)", name, uid, err)
+	}
+	r.Add(func() error { return m.killVerified(pid, uid) })
+	qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	defer cancel()
+	mon, err := qmp.Dial(qctx, launch.QMPSocket, qmp.Options{Logger: m.log})
+	if err != nil {
+		return fmt.Errorf("vm %q: start: QMP: %w", name, err)
+	}
+	st, err := mon.Status(qctx)
+	mon.Close()
+	if err != nil {
+		return fmt.Errorf("vm %q: start: QMP query-status: %w", name, err)
+	}
+	now := time.Now().UTC()
+	vm.Status = Status{Phase: phaseFromQMP(st.Status), PID: pid, Accel: accel, AccelReason: reason, StartedAt: &now, ObservedGeneration: vm.Metadata.Generation}
+	if err := m.store.save(vm); err != nil {
+		return err
+	}
+	r.Success()
+	m.log.Info("vm started", "vm", name, "pid", pid, "accel", accel, "took", time.Since(start))
+	return nil
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, " | ")
+}
+
+// launchFor derives the QEMU launch from the spec.
+func (m *Manager) launchFor(vm *VirtualMachine, accel string) (Launch, error) {
+	uid := vm.Metadata.UID
+	l := Launch{
+		UID: uid, Name: vm.Metadata.Name, CPUs: vm.Spec.CPUs, MemoryMiB: vm.Spec.MemoryMiB,
+		Machine: vm.Spec.Machine, Accel: accel, Firmware: vm.Spec.Firmware, MAC: MACFor(uid, 0),
+		Seed:      filepath.Join(m.layout().VMStateDir(uid), "seed.iso"),
+		PIDFile:   m.runPath(uid, pidFileName),
+		QMPSocket: m.runPath(uid, qmpSockName),
+		EvtSocket: m.runPath(uid, evtSockName),
+		Serial:    m.runPath(uid, serialName),
+		AgentSock: m.runPath(uid, agentSockName),
+		SerialLog: m.SerialLogPath(uid),
+	}
+	for _, sock := range []string{l.QMPSocket, l.EvtSocket, l.Serial, l.AgentSock} {
+		// sockaddr_un holds 108 bytes including the NUL
+		if len(sock) > 107 {
+			return l, fmt.Errorf("socket path %s is %d bytes, over the kernel's 107: use a shorter --root", sock, len(sock))
+		}
+	}
+	if b := vm.Spec.Boot; b != nil {
+		l.Kernel, l.Initrd, l.Cmdline = b.Kernel, b.Initrd, b.Cmdline
+	}
+	for _, d := range vm.Spec.Disks {
+		l.Disks = append(l.Disks, LaunchDisk{Path: m.diskPath(uid, d.Name), Format: "qcow2"})
+	}
+	if vm.Spec.Firmware == "uefi" {
+		code := hostinfo.OVMFPaths(m.opts.HostRoot)
+		if len(code) == 0 {
+			return l, errors.New("spec.firmware is uefi but no OVMF firmware is installed (apt-get install ovmf), or use firmware: bios")
+		}
+		l.OVMFCode = code[0]
+		l.OVMFVars = filepath.Join(m.layout().VMStateDir(uid), "OVMF_VARS.fd")
+	}
+	return l, nil
+}
+
+// ensureVars gives a UEFI VM its own NVRAM, copied from the template that
+// matches the code image.
+func (m *Manager) ensureVars(l Launch) error {
+	if _, err := os.Stat(l.OVMFVars); err == nil {
+		return nil
+	}
+	tmpl := strings.Replace(l.OVMFCode, "OVMF_CODE", "OVMF_VARS", 1)
+	if tmpl == l.OVMFCode {
+		tmpl = filepath.Join(filepath.Dir(l.OVMFCode), "OVMF_VARS.fd")
+	}
+	b, err := os.ReadFile(tmpl)
+	if err != nil {
+		return fmt.Errorf("OVMF variables template: %w", err)
+	}
+	return os.WriteFile(l.OVMFVars, b, 0o600)
+}
+
+// cleanRuntime removes sockets and the pidfile; logs stay.
+func (m *Manager) cleanRuntime(uid string) {
+	for _, n := range []string{pidFileName, qmpSockName, evtSockName, serialName, agentSockName} {
+		os.Remove(m.runPath(uid, n))
+	}
+}
+
+func phaseFromQMP(s string) string {
+	switch s {
+	case "running":
+		return PhaseRunning
+	case "paused", "prelaunch", "suspended", "inmigrate", "postmigrate", "finish-migrate", "save-vm", "restore-vm", "debug", "watchdog", "colo":
+		return PhasePaused
+	case "shutdown":
+		return PhaseShuttingDown
+	case "guest-panicked", "internal-error", "io-error":
+		return PhaseError
+	}
+	return PhaseRunning
+}
+
+// Phases as listed.
+const (
+	PhaseRunning      = "Running"
+	PhasePaused       = "Paused"
+	PhaseStopped      = "Stopped"
+	PhaseUnresponsive = "Unresponsive"
+	PhaseShuttingDown = "ShuttingDown"
+	PhaseError        = "Error"
+)
+
+// StopOptions tune Stop.
+type StopOptions struct {
+	// Timeout is how long the guest gets to power off after the ACPI
+	// power button; default 60s.
+	Timeout time.Duration
+	// Force skips the power button: quit, then SIGKILL.
+	Force bool
+}
+
+// Stop powers the VM off: ACPI powerdown, wait up to the timeout, then QMP
+// quit, then SIGKILL of the verified PID. Sockets are removed, logs kept.
+func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error {
+	if opts.Timeout == 0 {
+		opts.Timeout = 60 * time.Second
+	}
+	vm, err := m.find(ref)
+	if err != nil {
+		return err
+	}
+	l, err := m.store.lockVM(ctx, vm.Metadata.UID)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	if vm, err = m.store.load(vm.Metadata.UID); err != nil {
+		return err
+	}
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	// Desired state first: a crash mid-stop leaves "spec says stopped"
+	// and a new `virt vm stop` finishes the job.
+	if vm.Spec.Running {
+		vm.Spec.Running = false
+		if err := m.store.save(vm); err != nil {
+			return err
+		}
+	}
+	pid := m.livePID(uid)
+	if pid > 0 && !opts.Force {
+		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.SystemPowerdown(ctx) }); err != nil {
+			m.log.Warn("ACPI powerdown failed; will quit", "vm", name, "err", err)
+		} else if m.waitGone(ctx, pid, uid, opts.Timeout) {
+			pid = 0
+		} else {
+			m.log.Warn("guest did not power off in time; sending quit", "vm", name, "timeout", opts.Timeout)
+		}
+	}
+	if pid > 0 {
+		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.Quit(ctx) }); err != nil {
+			m.log.Warn("QMP quit failed; killing", "vm", name, "err", err)
+		}
+		if m.waitGone(ctx, pid, uid, 3*time.Second) {
+			pid = 0
+		}
+	}
+	if pid > 0 {
+		if err := m.killVerified(pid, uid); err != nil {
+			return fmt.Errorf("vm %q: stop: %w", name, err)
+		}
+	}
+	m.cleanRuntime(uid)
+	vm.Status.Phase, vm.Status.PID = PhaseStopped, 0
+	return m.store.save(vm)
+}
+
+// Kill stops the VM at once with SIGKILL.
+func (m *Manager) Kill(ctx context.Context, ref string) error {
+	return m.Stop(ctx, ref, StopOptions{Force: true, Timeout: time.Nanosecond})
+}
+
+// killVerified sends SIGKILL to pid only if it still is our QEMU, and
+// waits for it to go.
+func (m *Manager) killVerified(pid int, uid string) error {
+	if !m.proc.owns(pid, uid) {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %d: %w", pid, err)
+	}
+	if !m.waitGone(context.Background(), pid, uid, 10*time.Second) {
+		return fmt.Errorf("pid %d survived SIGKILL for 10s", pid)
+	}
+	return nil
+}
+
+// waitGone polls until pid no longer is our QEMU or the timeout passes.
+func (m *Manager) waitGone(ctx context.Context, pid int, uid string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if !m.proc.owns(pid, uid) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// qmpDo runs f on a fresh QMP session with a deadline.
+func (m *Manager) qmpDo(ctx context.Context, uid string, f func(context.Context, *qmp.Monitor) error) error {
+	ctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	defer cancel()
+	mon, err := qmp.Dial(ctx, m.runPath(uid, qmpSockName), qmp.Options{Logger: m.log})
+	if err != nil {
+		return err
+	}
+	defer mon.Close()
+	return f(ctx, mon)
+}
+
+// qmpOp runs one QMP operation on a running VM under its lock.
+func (m *Manager) qmpOp(ctx context.Context, ref, what string, f func(context.Context, *qmp.Monitor) error) error {
+	vm, err := m.find(ref)
+	if err != nil {
+		return err
+	}
+	l, err := m.store.lockVM(ctx, vm.Metadata.UID)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	if m.livePID(vm.Metadata.UID) == 0 {
+		return fmt.Errorf("vm %q: %s: %w", vm.Metadata.Name, what, ErrNotRunning)
+	}
+	if err := m.qmpDo(ctx, vm.Metadata.UID, f); err != nil {
+		return fmt.Errorf("vm %q: %s: %w", vm.Metadata.Name, what, err)
+	}
+	return nil
+}
+
+// Reboot resets the VM (a hard reset, like the reset button).
+func (m *Manager) Reboot(ctx context.Context, ref string) error {
+	return m.qmpOp(ctx, ref, "reboot", func(ctx context.Context, mon *qmp.Monitor) error { return mon.SystemReset(ctx) })
+}
+
+// Pause freezes the vCPUs.
+func (m *Manager) Pause(ctx context.Context, ref string) error {
+	return m.qmpOp(ctx, ref, "pause", func(ctx context.Context, mon *qmp.Monitor) error { return mon.Stop(ctx) })
+}
+
+// Resume continues paused vCPUs.
+func (m *Manager) Resume(ctx context.Context, ref string) error {
+	return m.qmpOp(ctx, ref, "resume", func(ctx context.Context, mon *qmp.Monitor) error { return mon.Cont(ctx) })
+}
+
+// ErrRunning is returned when deleting a running VM without force.
+var ErrRunning = errors.New("is running")
+
+// Delete removes a VM: its spec, disks, seed, runtime files and logs.
+// A running VM is refused unless force, which kills it first.
+func (m *Manager) Delete(ctx context.Context, ref string, force bool) error {
+	vm, err := m.find(ref)
+	if err != nil {
+		return err
+	}
+	g, err := m.store.lockGlobal(ctx)
+	if err != nil {
+		return err
+	}
+	defer g.Release()
+	l, err := m.store.lockVM(ctx, vm.Metadata.UID)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	uid := vm.Metadata.UID
+	if pid := m.livePID(uid); pid > 0 {
+		if !force {
+			return fmt.Errorf("vm %q: delete: %w (pid %d); stop it first or use --force", vm.Metadata.Name, ErrRunning, pid)
+		}
+		if err := m.killVerified(pid, uid); err != nil {
+			return fmt.Errorf("vm %q: delete: %w", vm.Metadata.Name, err)
+		}
+	}
+	// The spec goes first: once it is gone the VM no longer exists, and
+	// anything left after a crash here is an orphan that gc can list.
+	if err := os.Remove(m.store.specPath(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("vm %q: delete: %w", vm.Metadata.Name, err)
+	}
+	var errs []error
+	for _, d := range []string{m.layout().VMStateDir(uid), m.layout().VMRunDir(uid), filepath.Dir(m.SerialLogPath(uid))} {
+		if err := os.RemoveAll(d); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	os.Remove(m.store.lockPath("vm-" + uid))
+	m.log.Info("vm deleted", "vm", vm.Metadata.Name, "uid", uid)
+	return errors.Join(errs...)
+}

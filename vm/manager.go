@@ -1,0 +1,154 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/paths"
+)
+
+// Options configure a Manager.
+type Options struct {
+	Layout paths.Layout
+	Logger *slog.Logger
+	// HostRoot is where /proc, /sys, /dev and OVMF are read ("/" live).
+	HostRoot string
+	// QEMU and QEMUImg override the binaries (default: found on PATH).
+	QEMU, QEMUImg string
+	// Accel overrides the acceleration verdict for accel: auto (tests).
+	Accel func(ctx context.Context) (accel, reason string)
+	// Limits overrides the host capacity used by validation (tests).
+	Limits *Limits
+}
+
+// Manager runs the VM operations. It holds no state between calls beyond
+// its configuration: everything lives in files and processes.
+type Manager struct {
+	opts  Options
+	log   *slog.Logger
+	store store
+	proc  procFS
+}
+
+// NewManager returns a Manager for the given layout.
+func NewManager(opts Options) *Manager {
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.HostRoot == "" {
+		opts.HostRoot = "/"
+	}
+	return &Manager{opts: opts, log: opts.Logger, store: store{layout: opts.Layout}, proc: procFS{root: filepath.Join(opts.HostRoot, "proc")}}
+}
+
+func (m *Manager) layout() paths.Layout { return m.opts.Layout }
+
+func (m *Manager) qemuBinary() (string, error) {
+	if m.opts.QEMU != "" {
+		return m.opts.QEMU, nil
+	}
+	p, err := exec.LookPath("qemu-system-x86_64")
+	if err != nil {
+		return "", fmt.Errorf("qemu-system-x86_64 not found (apt-get install qemu-system-x86): %w", err)
+	}
+	return p, nil
+}
+
+func (m *Manager) qemuImg() (string, error) {
+	if m.opts.QEMUImg != "" {
+		return m.opts.QEMUImg, nil
+	}
+	p, err := exec.LookPath("qemu-img")
+	if err != nil {
+		return "", fmt.Errorf("qemu-img not found (apt-get install qemu-utils): %w", err)
+	}
+	return p, nil
+}
+
+// limits returns the host capacity for validation.
+func (m *Manager) limits(ctx context.Context) Limits {
+	if m.opts.Limits != nil {
+		return *m.opts.Limits
+	}
+	lim := Limits{FileExists: regularFile}
+	if inv, err := hostinfo.Collect(ctx, hostinfo.Options{Root: m.opts.HostRoot, Logger: m.log}); err == nil {
+		if inv.CPU.Threads != nil {
+			lim.CPUs = *inv.CPU.Threads
+		}
+		if inv.Memory.TotalBytes != nil {
+			lim.MemoryMiB = int(*inv.Memory.TotalBytes >> 20)
+		}
+	}
+	return lim
+}
+
+func regularFile(p string) error {
+	st, err := os.Stat(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return errors.New("no such file")
+		}
+		return err
+	}
+	if !st.Mode().IsRegular() {
+		return errors.New("not a regular file")
+	}
+	return nil
+}
+
+// chooseAccel resolves auto to the host's verdict.
+func (m *Manager) chooseAccel(ctx context.Context, want string) (string, string) {
+	switch want {
+	case "kvm":
+		return "kvm", "requested by spec.accel"
+	case "tcg":
+		return "tcg", "requested by spec.accel"
+	}
+	if m.opts.Accel != nil {
+		return m.opts.Accel(ctx)
+	}
+	return hostinfo.Acceleration(ctx, hostinfo.Options{Root: m.opts.HostRoot, Logger: m.log}, m.layout().AccelCacheFile(), nil)
+}
+
+// Run-time file names inside <run>/vms/<uid>/.
+const (
+	pidFileName   = "qemu.pid"
+	qmpSockName   = "qmp.sock"
+	evtSockName   = "qmp-events.sock"
+	serialName    = "serial.sock"
+	agentSockName = "qga.sock"
+)
+
+func (m *Manager) runPath(uid, name string) string {
+	return filepath.Join(m.layout().VMRunDir(uid), name)
+}
+
+// SerialLogPath is the VM's serial console log.
+func (m *Manager) SerialLogPath(uid string) string {
+	return filepath.Join(m.layout().LogDir(), "vms", uid, "serial.log")
+}
+
+// livePID returns the PID of the VM's QEMU if it is alive and ours.
+func (m *Manager) livePID(uid string) int {
+	pid, err := readPIDFile(m.runPath(uid, pidFileName))
+	if err != nil || !m.proc.owns(pid, uid) {
+		return 0
+	}
+	return pid
+}
+
+// find resolves a name or UID to a manifest.
+func (m *Manager) find(ref string) (*VirtualMachine, error) {
+	if strings.TrimSpace(ref) == "" {
+		return nil, &ValidationError{[]*FieldError{{"name", ref, "a VM name or UID is required"}}}
+	}
+	return m.store.find(ref)
+}

@@ -1,0 +1,116 @@
+package vm
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// procFS reads processes under a /proc root (a fixture in tests).
+type procFS struct{ root string }
+
+func (p procFS) cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "cmdline"))
+	if err != nil {
+		return nil, err
+	}
+	b = bytes.TrimRight(b, "\x00")
+	if len(b) == 0 {
+		return nil, nil // kernel thread or zombie
+	}
+	return strings.Split(string(b), "\x00"), nil
+}
+
+// state returns the one-letter process state (R, S, T, Z, ...).
+func (p procFS) state(pid int) (string, error) {
+	b, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return "", err
+	}
+	// pid (comm) S ...: comm may hold spaces and parens; the state follows the last ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 || i+2 >= len(b) {
+		return "", fmt.Errorf("malformed stat for pid %d", pid)
+	}
+	return string(b[i+2]), nil
+}
+
+// argValue returns the argument following flag in argv.
+func argValue(argv []string, flag string) (string, bool) {
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] == flag {
+			return argv[i+1], true
+		}
+	}
+	return "", false
+}
+
+// owns reports whether pid is a live (non-zombie) QEMU carrying our UUID:
+// a pidfile alone is never trusted, since PIDs are reused.
+func (p procFS) owns(pid int, uid string) bool {
+	if pid <= 0 {
+		return false
+	}
+	argv, err := p.cmdline(pid)
+	if err != nil || len(argv) == 0 {
+		return false
+	}
+	if !isQEMU(argv[0]) {
+		return false
+	}
+	if v, ok := argValue(argv, "-uuid"); !ok || !strings.EqualFold(v, uid) {
+		return false
+	}
+	st, err := p.state(pid)
+	return err == nil && st != "Z" && st != "X"
+}
+
+func isQEMU(argv0 string) bool {
+	b := filepath.Base(argv0)
+	return strings.HasPrefix(b, "qemu-system-") || b == "qemu-kvm"
+}
+
+func readPIDFile(path string) (int, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return 0, fmt.Errorf("pidfile %s: bad content %q", path, strings.TrimSpace(string(b)))
+	}
+	return pid, nil
+}
+
+// qemuProcess is a QEMU process found in /proc.
+type qemuProcess struct {
+	PID  int
+	Argv []string
+}
+
+// scanQEMU lists every live QEMU process.
+func (p procFS) scanQEMU() []qemuProcess {
+	ents, err := os.ReadDir(p.root)
+	if err != nil {
+		return nil
+	}
+	var out []qemuProcess
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		argv, err := p.cmdline(pid)
+		if err != nil || len(argv) == 0 || !isQEMU(argv[0]) {
+			continue
+		}
+		if st, err := p.state(pid); err != nil || st == "Z" {
+			continue
+		}
+		out = append(out, qemuProcess{PID: pid, Argv: argv})
+	}
+	return out
+}

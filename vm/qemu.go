@@ -1,0 +1,109 @@
+package vm
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Launch is everything the QEMU command line is built from.
+type Launch struct {
+	UID, Name string
+	CPUs      int
+	MemoryMiB int
+	Machine   string
+	Accel     string // kvm or tcg
+	Firmware  string // uefi or bios
+	OVMFCode  string // uefi only
+	OVMFVars  string // uefi only: the VM's own copy
+	Disks     []LaunchDisk
+	Seed      string // NoCloud seed ISO, "" for none
+	Kernel    string
+	Initrd    string
+	Cmdline   string
+	MAC       string
+
+	PIDFile   string
+	QMPSocket string
+	EvtSocket string
+	Serial    string
+	SerialLog string
+	AgentSock string
+}
+
+// LaunchDisk is one disk file.
+type LaunchDisk struct {
+	Path   string
+	Format string // qcow2 or raw
+}
+
+// escapeOpt escapes a value for QEMU's option parser (QemuOpts): a comma
+// is written twice. The argv is passed directly to QEMU, never through a
+// shell, so quotes and spaces need nothing.
+func escapeOpt(v string) string { return strings.ReplaceAll(v, ",", ",,") }
+
+// Args builds the QEMU argv (without the binary).
+func (l Launch) Args() []string {
+	a := []string{
+		"-name", "guest=" + escapeOpt(l.Name) + ",debug-threads=on",
+		"-uuid", l.UID,
+		"-nodefaults", "-no-user-config", "-display", "none",
+		"-machine", escapeOpt(l.Machine),
+		"-accel", l.Accel,
+		"-smp", strconv.Itoa(l.CPUs),
+		"-m", strconv.Itoa(l.MemoryMiB),
+		"-daemonize", "-pidfile", l.PIDFile,
+		"-qmp", "unix:" + escapeOpt(l.QMPSocket) + ",server=on,wait=off",
+		"-qmp", "unix:" + escapeOpt(l.EvtSocket) + ",server=on,wait=off",
+		"-chardev", "socket,id=serial0,path=" + escapeOpt(l.Serial) + ",server=on,wait=off,logfile=" + escapeOpt(l.SerialLog) + ",logappend=on",
+		"-serial", "chardev:serial0",
+		"-msg", "timestamp=on",
+	}
+	if l.Accel == "kvm" {
+		a = append(a, "-cpu", "host")
+	} else {
+		a = append(a, "-cpu", "max")
+	}
+	if l.Firmware == "uefi" {
+		a = append(a,
+			"-drive", "if=pflash,format=raw,unit=0,readonly=on,file="+escapeOpt(l.OVMFCode),
+			"-drive", "if=pflash,format=raw,unit=1,file="+escapeOpt(l.OVMFVars))
+	}
+	for i, d := range l.Disks {
+		id := fmt.Sprintf("disk%d", i)
+		a = append(a,
+			"-drive", "file="+escapeOpt(d.Path)+",format="+d.Format+",if=none,id="+id+",discard=unmap",
+			"-device", fmt.Sprintf("virtio-blk-pci,drive=%s,bootindex=%d", id, i+1))
+	}
+	if l.Seed != "" {
+		a = append(a,
+			"-drive", "file="+escapeOpt(l.Seed)+",format=raw,if=none,id=seed,media=cdrom,readonly=on",
+			"-device", "ide-cd,drive=seed,bus=ide.0")
+	}
+	a = append(a,
+		"-device", "virtio-rng-pci",
+		"-chardev", "socket,id=qga0,path="+escapeOpt(l.AgentSock)+",server=on,wait=off",
+		"-device", "virtio-serial-pci,id=vser0",
+		"-device", "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0",
+		"-netdev", "user,id=net0",
+		"-device", "virtio-net-pci,netdev=net0,mac="+l.MAC,
+	)
+	if l.Kernel != "" {
+		a = append(a, "-kernel", l.Kernel)
+		if l.Initrd != "" {
+			a = append(a, "-initrd", l.Initrd)
+		}
+		if l.Cmdline != "" {
+			a = append(a, "-append", l.Cmdline)
+		}
+	}
+	return a
+}
+
+// MACFor derives a stable locally administered MAC from the VM's UID and
+// the NIC index, in QEMU's 52:54:00 range.
+func MACFor(uid string, index int) string {
+	h := sha256.Sum256([]byte(fmt.Sprintf("%s/%d", uid, index)))
+	return fmt.Sprintf("52:54:00:%02x:%02x:%02x", h[0], h[1], h[2])
+}
