@@ -25,7 +25,23 @@ type job struct {
 func main() {
 	virt := flag.String("virt", "bin/virt", "path to the virt binary")
 	n := flag.Int("n", 10, "runs per command")
+	guest := flag.String("guest", "build/guest", "test guest directory (make guest)")
+	only := flag.String("only", "", "run only the host or vm benchmarks")
 	flag.Parse()
+	failed := false
+	if *only != "vm" {
+		failed = hostBench(*virt, *n)
+	}
+	if *only != "host" {
+		failed = vmBench(*virt, *guest, *n) || failed
+	}
+	if failed {
+		os.Exit(1)
+	}
+}
+
+func hostBench(virtBin string, n int) bool {
+	virt := &virtBin
 
 	jobs := []job{
 		{name: "virt-host-validate qemu", argv: []string{"virt-host-validate", "qemu"}, okCodes: []int{0, 1, 2}},
@@ -41,11 +57,10 @@ func main() {
 			continue
 		}
 		var times []time.Duration
-		for i := 0; i < *n; i++ {
+		for i := 0; i < n; i++ {
 			d, err := timeRun(j)
 			if err != nil {
-				fmt.Fprintf(os.Stderr, "bench: %s: %v\n", j.name, err)
-				os.Exit(1)
+				fatal(fmt.Errorf("%s: %v", j.name, err))
 			}
 			times = append(times, d)
 		}
@@ -69,9 +84,7 @@ func main() {
 		}
 		fmt.Printf("%-28s %10s %10s %10s %12s %s\n", j.name, ms(med), ms(times[0]), ms(times[len(times)-1]), ratio, tgt)
 	}
-	if failed {
-		os.Exit(1)
-	}
+	return failed
 }
 
 func ratioOf(base, med time.Duration) float64 {

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// vmBench measures `virt vm start` until QEMU runs and QMP answers against
+// raw `qemu-system-x86_64 -daemonize` with the very same command line, and
+// `virt vm list -o json` with many defined VMs.
+func vmBench(virt, guestDir string, n int) (failed bool) {
+	guestDir, _ = filepath.Abs(guestDir)
+	kernel, initrd := filepath.Join(guestDir, "vmlinuz"), filepath.Join(guestDir, "initrd.img")
+	if _, err := os.Stat(initrd); err != nil {
+		fmt.Printf("%-28s skipped: no test guest (make guest)\n", "vm start / list")
+		return false
+	}
+	root, err := os.MkdirTemp("/tmp", "vcb")
+	if err != nil {
+		fatal(err)
+	}
+	cleanups = append(cleanups, func() { killUnder(root); os.RemoveAll(root) })
+	defer runCleanups()
+	run := func(args ...string) string {
+		out, err := exec.Command(virt, append([]string{"--root", root}, args...)...).Output()
+		if err != nil {
+			fatal(fmt.Errorf("virt %s: %v", strings.Join(args, " "), err))
+		}
+		return string(out)
+	}
+	run("vm", "create", "b1", "--kernel", kernel, "--initrd", initrd, "--memory", "128")
+
+	var virtTimes, rawTimes []time.Duration
+	var argv []string
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		run("vm", "start", "b1")
+		virtTimes = append(virtTimes, time.Since(start))
+		if argv == nil {
+			argv = liveArgv(root)
+		}
+		run("vm", "kill", "b1")
+	}
+	// raw QEMU with the same argv: -daemonize returns once QEMU is set up
+	uid := argValue(argv, "-uuid")
+	pidfile := argValue(argv, "-pidfile")
+	for i := 0; i < n; i++ {
+		os.Remove(pidfile)
+		start := time.Now()
+		if out, err := exec.Command(argv[0], argv[1:]...).CombinedOutput(); err != nil {
+			fatal(fmt.Errorf("raw qemu: %v: %s", err, out))
+		}
+		rawTimes = append(rawTimes, time.Since(start))
+		killUnder(uid)
+		time.Sleep(100 * time.Millisecond)
+	}
+	sortD(rawTimes)
+	sortD(virtTimes)
+	rawMed, virtMed := median(rawTimes), median(virtTimes)
+	ratio := float64(virtMed) / float64(rawMed)
+	verdict := "ok"
+	if ratio > 1.3 {
+		verdict, failed = "MISSED", true
+	}
+	fmt.Printf("%-28s %10s %10s %10s %12s %s\n", "qemu -daemonize (raw)", ms(rawMed), ms(rawTimes[0]), ms(rawTimes[len(rawTimes)-1]), "-", "-")
+	fmt.Printf("%-28s %10s %10s %10s %12s %s\n", "virt vm start", ms(virtMed), ms(virtTimes[0]), ms(virtTimes[len(virtTimes)-1]), fmt.Sprintf("%.2fx raw", ratio), "<= 1.3x raw "+verdict)
+	if _, err := exec.LookPath("virsh"); err != nil {
+		fmt.Printf("%-28s skipped: libvirt not installed (see ENVIRONMENT.md to set it up as a peer)\n", "virsh start")
+	}
+
+	// 200 defined VMs, 20 of them running
+	for i := 0; i < 199; i++ {
+		manifest := fmt.Sprintf("apiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata: {name: l%03d}\nspec: {memoryMiB: 96, boot: {kernel: %s, initrd: %s, cmdline: console=ttyS0 quiet}}\n", i, kernel, initrd)
+		cmd := exec.Command(virt, "--root", root, "apply", "-f", "-")
+		cmd.Stdin = strings.NewReader(manifest)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			fatal(fmt.Errorf("apply: %v: %s", err, out))
+		}
+	}
+	run("vm", "start", "b1")
+	for i := 0; i < 19; i++ {
+		run("vm", "start", fmt.Sprintf("l%03d", i))
+	}
+	var listTimes []time.Duration
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		out := run("vm", "list", "-o", "json")
+		listTimes = append(listTimes, time.Since(start))
+		if i == 0 {
+			var all, entries []map[string]any
+			json.Unmarshal([]byte(out), &all)
+			running := 0
+			for _, e := range all {
+				if e["class"] != "MANAGED" {
+					continue // other QEMUs on this host are listed too
+				}
+				entries = append(entries, e)
+				if e["phase"] == "Running" {
+					running++
+				}
+			}
+			if len(entries) < 200 || running != 20 {
+				fatal(fmt.Errorf("list shows %d entries, %d running; want 200 and 20", len(entries), running))
+			}
+		}
+	}
+	sortD(listTimes)
+	lm := median(listTimes)
+	verdict = "ok"
+	if lm > 100*time.Millisecond {
+		verdict, failed = "MISSED", true
+	}
+	fmt.Printf("%-28s %10s %10s %10s %12s %s\n", "vm list -o json (200/20)", ms(lm), ms(listTimes[0]), ms(listTimes[len(listTimes)-1]), "-", "< 100ms "+verdict)
+	return failed
+}
+
+// cleanups run on every exit, so no benchmark leaves a QEMU behind.
+var cleanups []func()
+
+func runCleanups() {
+	for i := len(cleanups) - 1; i >= 0; i-- {
+		cleanups[i]()
+	}
+	cleanups = nil
+}
+
+func fatal(err error) {
+	fmt.Fprintln(os.Stderr, "bench:", err)
+	runCleanups()
+	os.Exit(1)
+}
+
+func sortD(d []time.Duration) { sort.Slice(d, func(a, b int) bool { return d[a] < d[b] }) }
+
+func median(d []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(a, b int) bool { return s[a] < s[b] })
+	return s[len(s)/2]
+}
+
+func argValue(argv []string, flag string) string {
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] == flag {
+			return argv[i+1]
+		}
+	}
+	return ""
+}
+
+// liveArgv reads the command line of the one QEMU running under root.
+func liveArgv(root string) []string {
+	for _, pid := range pidsMatching(root) {
+		b, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "cmdline"))
+		return strings.Split(string(bytes.TrimRight(b, "\x00")), "\x00")
+	}
+	fatal(fmt.Errorf("no QEMU found under %s", root))
+	return nil
+}
+
+func pidsMatching(s string) []int {
+	ents, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && bytes.Contains(b, []byte("qemu-system")) && bytes.Contains(b, []byte(s)) {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+func killUnder(s string) {
+	for _, pid := range pidsMatching(s) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
