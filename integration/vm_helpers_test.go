@@ -27,6 +27,9 @@ func requireGuest(t *testing.T) guest {
 	}
 	dir, _ := filepath.Abs(filepath.Join("..", "build", "guest"))
 	g := guest{filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initrd.img"), filepath.Join(dir, "initrd-deaf.img")}
+	if fileExists(filepath.Join(dir, "vmlinux")) {
+		g.kernel = filepath.Join(dir, "vmlinux") // uncompressed: boots in half the time under TCG
+	}
 	for _, p := range []string{g.kernel, g.initrd, g.deaf} {
 		if !fileExists(p) {
 			t.Skipf("test guest missing (%s): run `make guest`", p)

@@ -61,12 +61,21 @@ func Decode(data []byte) (*VirtualMachine, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	var vm VirtualMachine
-	if err := dec.Decode(&vm); err != nil {
+	if err := dec.Decode(&vm); err == io.EOF {
+		return nil, fmt.Errorf("%w: empty manifest (only comments)", ErrInvalid)
+	} else if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
 	}
-	var extra any
-	if err := dec.Decode(&extra); err != io.EOF {
-		return nil, fmt.Errorf("%w: more than one document in the manifest; apply one VM per file", ErrInvalid)
+	// A trailing "---" opens an empty document: harmless, and common.
+	for {
+		var extra any
+		err := dec.Decode(&extra)
+		if err == io.EOF {
+			break
+		}
+		if err != nil || extra != nil {
+			return nil, fmt.Errorf("%w: more than one document in the manifest; apply one VM per file", ErrInvalid)
+		}
 	}
 	if vm.APIVersion != APIVersion {
 		return nil, &ValidationError{[]*FieldError{{"apiVersion", vm.APIVersion, "want " + APIVersion}}}
@@ -110,6 +119,17 @@ func Defaults(vm *VirtualMachine) {
 		} else {
 			s.Firmware = "uefi"
 		}
+	}
+	// An empty list is no list: the store omits it, and an identical
+	// re-apply must compare equal to what the store gives back.
+	if len(s.Disks) == 0 {
+		s.Disks = nil
+	}
+	if len(s.Network) == 0 {
+		s.Network = nil
+	}
+	if len(vm.Metadata.Labels) == 0 {
+		vm.Metadata.Labels = nil
 	}
 	for i := range s.Disks {
 		if s.Disks[i].Name == "" {

@@ -186,8 +186,10 @@ func qemuName(argv []string) string {
 			return n
 		}
 	}
-	if parts := splitOpts(v); len(parts) > 0 && !strings.Contains(parts[0], "=") {
-		return parts[0]
+	// QEMU reads a first element with no '=' before its first comma as the
+	// implied guest=, even when its escaped commas hide an '=' later on.
+	if i := strings.IndexAny(v, "=,"); i < 0 || v[i] == ',' {
+		return splitOpts(v)[0]
 	}
 	return "-"
 }

@@ -40,6 +40,9 @@ func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachi
 		return nil, err
 	}
 	defer g.Release()
+	// Lower-case before the checks: the store's directories are lower-case,
+	// and an upper-case UID must not slip past exists() onto another VM.
+	vm.Metadata.UID = strings.ToLower(vm.Metadata.UID)
 	if err := m.checkNameFree(vm.Metadata.Name, vm.Metadata.UID); err != nil {
 		return nil, err
 	}
@@ -48,7 +51,6 @@ func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachi
 	} else if m.store.exists(vm.Metadata.UID) {
 		return nil, &ValidationError{[]*FieldError{{"metadata.uid", vm.Metadata.UID, "a VM with this uid exists"}}}
 	}
-	vm.Metadata.UID = strings.ToLower(vm.Metadata.UID)
 	now := time.Now().UTC().Truncate(time.Second)
 	vm.Metadata.CreationTimestamp = &now
 	vm.Metadata.Generation = 1
@@ -240,12 +242,13 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine) error {
 	// Record the intent before the process exists: a crash from here on
 	// leaves "spec says running" and either a live QEMU (MANAGED) or none
 	// (MISSING), both true statements a later virt can act on.
-	wasRunning := vm.Spec.Running
-	vm.Spec.Running = true
-	if err := m.store.save(vm); err != nil {
-		return err
+	if !vm.Spec.Running {
+		vm.Spec.Running = true
+		if err := m.store.save(vm); err != nil {
+			return err
+		}
+		r.Add(func() error { vm.Spec.Running = false; return m.store.save(vm) })
 	}
-	r.Add(func() error { vm.Spec.Running = wasRunning; return m.store.save(vm) })
 
 	start := time.Now()
 	cmd := exec.CommandContext(context.WithoutCancel(ctx), qemuBin, launch.Args()...)
@@ -412,6 +415,11 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 		}
 	}
 	pid := m.livePID(uid)
+	if st, _ := m.proc.state(pid); pid > 0 && st == "T" {
+		// a stopped (SIGSTOP) QEMU can answer neither the power button nor quit
+		m.log.Warn("QEMU is stopped by a signal; killing it", "vm", name, "pid", pid)
+		opts.Force = true
+	}
 	if pid > 0 && !opts.Force {
 		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.SystemPowerdown(ctx) }); err != nil {
 			m.log.Warn("ACPI powerdown failed; will quit", "vm", name, "err", err)
@@ -421,7 +429,7 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 			m.log.Warn("guest did not power off in time; sending quit", "vm", name, "timeout", opts.Timeout)
 		}
 	}
-	if pid > 0 {
+	if st, _ := m.proc.state(pid); pid > 0 && st != "T" {
 		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.Quit(ctx) }); err != nil {
 			m.log.Warn("QMP quit failed; killing", "vm", name, "err", err)
 		}

@@ -9,9 +9,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/atomicfile"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -79,14 +81,7 @@ func (m *Manager) limits(ctx context.Context) Limits {
 		return *m.opts.Limits
 	}
 	lim := Limits{FileExists: regularFile}
-	if inv, err := hostinfo.Collect(ctx, hostinfo.Options{Root: m.opts.HostRoot, Logger: m.log}); err == nil {
-		if inv.CPU.Threads != nil {
-			lim.CPUs = *inv.CPU.Threads
-		}
-		if inv.Memory.TotalBytes != nil {
-			lim.MemoryMiB = int(*inv.Memory.TotalBytes >> 20)
-		}
-	}
+	lim.CPUs, lim.MemoryMiB = hostinfo.Capacity(m.opts.HostRoot)
 	return lim
 }
 
@@ -136,13 +131,23 @@ func (m *Manager) SerialLogPath(uid string) string {
 	return filepath.Join(m.layout().LogDir(), "vms", uid, "serial.log")
 }
 
-// livePID returns the PID of the VM's QEMU if it is alive and ours.
+// livePID returns the PID of the VM's QEMU if it is alive and ours. The
+// pidfile is the fast path; when it is missing or stale, /proc is searched
+// for a QEMU carrying the UUID, and a found PID is written back.
 func (m *Manager) livePID(uid string) int {
-	pid, err := readPIDFile(m.runPath(uid, pidFileName))
-	if err != nil || !m.proc.owns(pid, uid) {
-		return 0
+	pidfile := m.runPath(uid, pidFileName)
+	if pid, err := readPIDFile(pidfile); err == nil && m.proc.owns(pid, uid) {
+		return pid
 	}
-	return pid
+	for _, p := range m.proc.scanQEMU() {
+		if v, ok := argValue(p.Argv, "-uuid"); ok && strings.EqualFold(v, uid) {
+			if err := atomicfile.Write(pidfile, []byte(strconv.Itoa(p.PID)+"\n"), 0o644); err != nil {
+				m.log.Debug("pidfile not repaired", "vm", uid, "err", err)
+			}
+			return p.PID
+		}
+	}
+	return 0
 }
 
 // find resolves a name or UID to a manifest.

@@ -54,8 +54,10 @@ func (l Launch) Args() []string {
 		"-smp", strconv.Itoa(l.CPUs),
 		"-m", strconv.Itoa(l.MemoryMiB),
 		"-daemonize", "-pidfile", l.PIDFile,
-		"-qmp", "unix:" + escapeOpt(l.QMPSocket) + ",server=on,wait=off",
-		"-qmp", "unix:" + escapeOpt(l.EvtSocket) + ",server=on,wait=off",
+		// path= is explicit: the implied first key would read a path
+		// holding '=' (before any comma) as key=value.
+		"-qmp", "unix:path=" + escapeOpt(l.QMPSocket) + ",server=on,wait=off",
+		"-qmp", "unix:path=" + escapeOpt(l.EvtSocket) + ",server=on,wait=off",
 		"-chardev", "socket,id=serial0,path=" + escapeOpt(l.Serial) + ",server=on,wait=off,logfile=" + escapeOpt(l.SerialLog) + ",logappend=on",
 		"-serial", "chardev:serial0",
 		"-msg", "timestamp=on",

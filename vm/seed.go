@@ -3,6 +3,7 @@ package vm
 import (
 	"bytes"
 	"fmt"
+	"os"
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
 	"github.com/virtcon/virtcon/internal/iso9660"
@@ -32,6 +33,9 @@ func writeSeed(path string, vm *VirtualMachine) error {
 	var buf bytes.Buffer
 	if err := iso9660.Write(&buf, "cidata", files); err != nil {
 		return fmt.Errorf("seed ISO: %w", err)
+	}
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, buf.Bytes()) {
+		return nil // unchanged since the last start: spare the fsync
 	}
 	return atomicfile.Write(path, buf.Bytes(), 0o600)
 }
