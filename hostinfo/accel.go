@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
@@ -77,4 +78,21 @@ func Acceleration(ctx context.Context, opts Options, cachePath string, probe Pro
 		}
 	}
 	return accel, reason
+}
+
+// Capacity returns the host's logical CPU count and memory in MiB cheaply
+// (for validating VM sizes), 0 for what cannot be read.
+func Capacity(root string) (cpus, memoryMiB int) {
+	c := &collector{h: Options{Root: root}.fs(), log: Options{}.logger()}
+	if s, err := c.h.readString("proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(s, "\n") {
+			if strings.HasPrefix(line, "processor") {
+				cpus++
+			}
+		}
+	}
+	if m, err := c.meminfo("proc/meminfo"); err == nil {
+		memoryMiB = int(m["MemTotal"] >> 20)
+	}
+	return cpus, memoryMiB
 }
