@@ -27,8 +27,8 @@ run: build ## build, then inspect this host (inventory and checks)
 deps: ## install the system packages and tools the tests need (root)
 	scripts/install-deps.sh
 
-test: deps lint ## install what the tests need, then lint and run unit + integration tests (root)
-	$(GO) test $(TESTFLAGS) -tags integration ./...
+test: deps lint guest ## install what the tests need, then lint and run unit + integration tests (root)
+	$(GO) test $(TESTFLAGS) -timeout 20m -tags integration ./...
 
 test-unit: ## unit tests only (no root, no QEMU)
 	$(GO) test $(TESTFLAGS) ./...
@@ -43,7 +43,7 @@ lint: ## gofmt, go vet, staticcheck
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags integration ./...
 
-bench: build ## benchmarks: virt host info/check against virt-host-validate (installs libvirt-clients)
+bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs
 	scripts/install-deps.sh libvirt-clients
 	$(GO) run ./scripts/bench -virt bin/virt
 
