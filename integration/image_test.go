@@ -111,4 +111,23 @@ func TestIntegrationImagePull(t *testing.T) {
 	}
 	v(t, root, "vm", "delete", "u1")
 	v(t, root, "image", "rm", "zeros")
+
+	// an image that references another file is refused: it could expose any host file to a guest
+	dir := t.TempDir()
+	backed := filepath.Join(dir, "backed.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", "/etc/hostname", backed).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v: %s", err, out)
+	}
+	if r := virt(t, nil, "--root", root, "image", "import", backed); r.code == 0 || !strings.Contains(r.stderr, "backing file") {
+		t.Errorf("import of an image with a backing file: exit %d, %q; want refused", r.code, r.stderr)
+	}
+	plain := filepath.Join(dir, "plain.qcow2")
+	if out, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", plain, "16M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v: %s", err, out)
+	}
+	v(t, root, "image", "import", plain, "--name", "plain")
+	json.Unmarshal([]byte(v(t, root, "image", "list", "-o", "json")), &imgs)
+	if len(imgs) != 1 || imgs[0].Name != "plain" || imgs[0].Format != "qcow2" {
+		t.Errorf("after import: %+v", imgs)
+	}
 }

@@ -17,7 +17,10 @@ import (
 )
 
 // guest holds the paths of the test guest built by `make guest`.
-type guest struct{ kernel, initrd, deaf string }
+type guest struct {
+	kernel, initrd, deaf string
+	efiKernel            string // the bzImage: UEFI boots only an EFI-stub kernel
+}
 
 func requireGuest(t *testing.T) guest {
 	t.Helper()
@@ -26,7 +29,7 @@ func requireGuest(t *testing.T) guest {
 		t.Skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
 	}
 	dir, _ := filepath.Abs(filepath.Join("..", "build", "guest"))
-	g := guest{filepath.Join(dir, "vmlinuz"), filepath.Join(dir, "initrd.img"), filepath.Join(dir, "initrd-deaf.img")}
+	g := guest{kernel: filepath.Join(dir, "vmlinuz"), initrd: filepath.Join(dir, "initrd.img"), deaf: filepath.Join(dir, "initrd-deaf.img"), efiKernel: filepath.Join(dir, "vmlinuz")}
 	if fileExists(filepath.Join(dir, "vmlinux")) {
 		g.kernel = filepath.Join(dir, "vmlinux") // uncompressed: boots in half the time under TCG
 	}

@@ -376,3 +376,27 @@ func TestIntegrationVMExternalUntouched(t *testing.T) {
 		t.Log("libvirt is installed: its defined domains are listed from /etc/libvirt/qemu")
 	}
 }
+
+// UEFI guests boot through OVMF with their own NVRAM copy.
+func TestIntegrationVMUEFIBoot(t *testing.T) {
+	g := requireGuest(t)
+	if !fileExists("/usr/share/OVMF/OVMF_CODE_4M.fd") && !fileExists("/usr/share/OVMF/OVMF_CODE.fd") {
+		t.Skip("OVMF not installed (apt-get install ovmf)")
+	}
+	root := vmRoot(t)
+	var e vm.Entry
+	out := v(t, root, "vm", "create", "u1", "--kernel", g.efiKernel, "--initrd", g.initrd, "--memory", "256", "--firmware", "uefi", "--start", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &e); err != nil {
+		t.Fatal(err)
+	}
+	took := waitLog(t, root, e.UID, "VIRTCON-INSTANCE-ID="+e.UID, 180*time.Second)
+	t.Logf("UEFI boot to the seed's instance-id: %v", took)
+	if !fileExists(filepath.Join(root, "var/lib/virtcon/vms", e.UID, "OVMF_VARS.fd")) {
+		t.Error("no per-VM OVMF_VARS.fd")
+	}
+	argv, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(e.PID), "cmdline"))
+	if !strings.Contains(string(argv), "if=pflash") {
+		t.Errorf("UEFI VM started without pflash firmware: %q", argv)
+	}
+	v(t, root, "vm", "kill", "u1")
+}

@@ -89,7 +89,7 @@ func (l Launch) Args() []string {
 		"-device", "virtio-serial-pci,id=vser0",
 		"-device", "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0",
 		"-netdev", "user,id=net0",
-		"-device", "virtio-net-pci,netdev=net0,mac="+l.MAC,
+		"-device", "virtio-net-pci,netdev=net0,romfile=,mac="+l.MAC, // no iPXE ROM: VMs boot from disk or kernel, never PXE
 	)
 	if l.Kernel != "" {
 		a = append(a, "-kernel", l.Kernel)
