@@ -45,6 +45,7 @@ lint: ## gofmt, go vet, staticcheck
 
 bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs
 	scripts/install-deps.sh libvirt-clients
+	scripts/libvirt-peer.sh
 	$(GO) run ./scripts/bench -virt bin/virt
 
 docs: build ## regenerate docs/cli-reference.md

@@ -57,11 +57,11 @@ func (m *Manager) List(ctx context.Context) ([]Entry, error) {
 	var wg sync.WaitGroup
 	for i, vm := range vms {
 		out[i] = m.entryFor(vm)
-		pid := m.livePID(vm.Metadata.UID)
-		if pid == 0 {
-			if p, ok := byUID[vm.Metadata.UID]; ok {
-				pid = p.PID // alive, but the pidfile is gone or stale
-			}
+		// one /proc scan serves every VM: a QEMU carrying the UUID is the
+		// VM's process, whatever its pidfile says
+		pid := 0
+		if p, ok := byUID[vm.Metadata.UID]; ok {
+			pid = p.PID
 		}
 		if pid == 0 {
 			continue

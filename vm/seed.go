@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"regexp"
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
 	"github.com/virtcon/virtcon/internal/iso9660"
@@ -40,10 +41,15 @@ func writeSeed(path string, vm *VirtualMachine) error {
 	return atomicfile.Write(path, buf.Bytes(), 0o600)
 }
 
+// instanceIDKey matches an instance-id key line in any YAML spelling
+// (quoted, space before the colon): a second key left in would win in
+// cloud-init's YAML loader, which keeps the last of duplicate keys.
+var instanceIDKey = regexp.MustCompile(`^\s*(instance-id|"instance-id"|'instance-id')\s*:`)
+
 func stripInstanceID(meta string) string {
 	var out bytes.Buffer
 	for _, line := range bytes.Split([]byte(meta), []byte("\n")) {
-		if bytes.HasPrefix(bytes.TrimSpace(line), []byte("instance-id:")) {
+		if instanceIDKey.Match(line) {
 			continue
 		}
 		out.Write(line)

@@ -1,11 +1,14 @@
 package vm
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sort"
 	"strings"
 	"time"
@@ -50,8 +53,48 @@ func (s store) load(uid string) (*VirtualMachine, error) {
 	return &vm, nil
 }
 
-func (s store) save(vm *VirtualMachine) error {
+// encodeVM marshals a manifest so that it reads back equal. yaml.v3
+// writes a multi-line string that starts with a tab as a block scalar it
+// then refuses to read; such a manifest is written as JSON (which is
+// YAML too, every string double-quoted) instead.
+func encodeVM(vm *VirtualMachine) ([]byte, error) {
 	b, err := yaml.Marshal(vm)
+	if err != nil {
+		return nil, err
+	}
+	if readsBack(b, vm) {
+		return b, nil
+	}
+	j, err := json.MarshalIndent(vm, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// JSON leaves some characters raw that YAML refuses or reads as line
+	// breaks (DEL, C1 controls, NEL, BOM): escape all but printable ASCII.
+	var out bytes.Buffer
+	for _, r := range string(j) {
+		switch {
+		case r == '\n' || (r >= 0x20 && r < 0x7f):
+			out.WriteRune(r)
+		case r > 0xffff:
+			fmt.Fprintf(&out, `\U%08x`, r)
+		default:
+			fmt.Fprintf(&out, `\u%04x`, r)
+		}
+	}
+	if !readsBack(out.Bytes(), vm) {
+		return nil, errors.New("the manifest does not survive YAML encoding (invalid UTF-8 next to a line starting with a tab?)")
+	}
+	return out.Bytes(), nil
+}
+
+func readsBack(b []byte, vm *VirtualMachine) bool {
+	var back VirtualMachine
+	return yaml.Unmarshal(b, &back) == nil && reflect.DeepEqual(back.Spec, vm.Spec)
+}
+
+func (s store) save(vm *VirtualMachine) error {
+	b, err := encodeVM(vm)
 	if err != nil {
 		return fmt.Errorf("vm %q: encode: %w", vm.Metadata.Name, err)
 	}

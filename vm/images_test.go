@@ -1,0 +1,218 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestImageValidation(t *testing.T) {
+	t.Parallel()
+	m, root, _ := newTestManager(t)
+	ctx := context.Background()
+	good := strings.Repeat("ab", 32)
+	pulls := []struct {
+		name, url, img, sha string
+		want                []string
+	}{
+		{"bad name", "http://127.0.0.1:1/x", "bad/name", "", []string{"--name", `"bad/name"`}},
+		{"empty name", "http://127.0.0.1:1/x", "", "", []string{"--name", `""`}},
+		{"dotted name", "http://127.0.0.1:1/x", "debian.qcow2", "", []string{"--name", `"debian.qcow2"`}},
+		{"short sha", "http://127.0.0.1:1/x", "img", "abc", []string{"--sha256", `"abc"`}},
+		{"long sha", "http://127.0.0.1:1/x", "img", good + "0", []string{"--sha256"}},
+		{"non-hex sha", "http://127.0.0.1:1/x", "img", strings.Repeat("g", 64), []string{"--sha256"}},
+		{"sha with prefix", "http://127.0.0.1:1/x", "img", "sha256:" + good, []string{"--sha256"}},
+		{"file url", "file:///etc/passwd", "img", good, []string{"url", `"file:///etc/passwd"`}},
+		{"ftp url", "ftp://example.com/a.img", "img", "", []string{"url", `"ftp://example.com/a.img"`}},
+		{"no scheme", "example.com/a.img", "img", "", []string{"url"}},
+		{"upper-case scheme", "HTTP://example.com/a.img", "img", "", []string{"url"}},
+		{"bad url", "http://exa mple.com/\x7f", "img", "", []string{"url"}},
+	}
+	for _, tt := range pulls {
+		_, err := m.PullImage(ctx, tt.url, tt.img, tt.sha, nil)
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: PullImage: got %v; want ErrInvalid", tt.name, err)
+			continue
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: got %q; want it to contain %q", tt.name, err, w)
+			}
+		}
+	}
+	imports := []struct{ file, name, want string }{
+		{"/tmp/x/debian-12.generic.qcow2", "", `"debian-12.generic"`},
+		{"/tmp/x/a b.img", "", `"a b"`},
+		{"/tmp/x/ok.img", "-bad", `"-bad"`},
+		{"/tmp/x/ok.img", "a,b", `"a,b"`},
+	}
+	for _, tt := range imports {
+		_, err := m.ImportImage(ctx, tt.file, tt.name)
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ImportImage(%q, %q): got %v; want ErrInvalid naming %s", tt.file, tt.name, err, tt.want)
+		}
+	}
+	if got := dirEntries(t, filepath.Join(root, "var/lib/virtcon/images")); len(got) != 0 {
+		t.Errorf("images dir: got %q; want nothing", got)
+	}
+	if imgs, err := m.ListImages(); err != nil || imgs == nil || len(imgs) != 0 {
+		t.Errorf("ListImages: got %v, %v; want an empty list", imgs, err)
+	}
+	if err := m.RemoveImage(ctx, "nope"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("RemoveImage(nope): got %v; want ErrNotFound", err)
+	}
+}
+
+// requireQemuImg returns qemu-img's path or skips: the image store checks
+// every image with it.
+func requireQemuImg(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("qemu-img")
+	if err != nil {
+		t.Skip("qemu-img not on PATH (apt-get install qemu-utils): image store tests need it")
+	}
+	return p
+}
+
+func TestPullImage(t *testing.T) {
+	t.Parallel()
+	qemuImg := requireQemuImg(t)
+	ctx := context.Background()
+	// A raw image no format probe mistakes for anything else.
+	data := bytes.Repeat([]byte("virtcon "), (1<<20)/8)
+	sum := sha256.Sum256(data)
+	good := hex.EncodeToString(sum[:])
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/base.img" {
+			http.NotFound(w, r)
+			return
+		}
+		w.Write(data)
+	}))
+	t.Cleanup(srv.Close)
+
+	m, root, _ := newTestManager(t)
+	m.opts.QEMUImg = qemuImg
+	images := filepath.Join(root, "var/lib/virtcon/images")
+	var progress bytes.Buffer
+	img, err := m.PullImage(ctx, srv.URL+"/base.img", "base", strings.ToUpper(good), &progress)
+	if err != nil {
+		t.Fatalf("PullImage: %v", err)
+	}
+	if img.Name != "base" || img.Format != "raw" || img.SHA256 != good || img.SizeBytes != 1<<20 || img.Source != srv.URL+"/base.img" {
+		t.Errorf("image: got %+v; want base, raw, %s, 1 MiB", img, good)
+	}
+	if img.Path != filepath.Join(images, "base.img") {
+		t.Errorf("path: got %s; want %s", img.Path, filepath.Join(images, "base.img"))
+	}
+	if st, err := os.Stat(img.Path); err != nil || st.Mode().Perm() != 0o600 || st.Size() != 1<<20 {
+		t.Errorf("image file: got %v, %v; want 1 MiB, mode 0600", st, err)
+	}
+	if _, err := os.Stat(img.Path + ".sha256"); err != nil {
+		t.Errorf("marker: got %v; want it written", err)
+	}
+	if !strings.Contains(progress.String(), good) {
+		t.Errorf("progress: got %q; want the sha256", progress.String())
+	}
+	if _, err := m.PullImage(ctx, srv.URL+"/base.img", "base", "", nil); !errors.Is(err, ErrExists) {
+		t.Errorf("second pull: got %v; want ErrExists", err)
+	}
+
+	// Failures leave nothing: no image, no marker, no partial file.
+	fails := []struct {
+		name, url, sha string
+		wantIs         error
+		wantMsg        string
+	}{
+		{"bad", srv.URL + "/base.img", strings.Repeat("0", 64), ErrChecksum, good},
+		{"gone", srv.URL + "/missing.img", "", nil, "404"},
+	}
+	for _, f := range fails {
+		_, err := m.PullImage(ctx, f.url, f.name, f.sha, nil)
+		if err == nil || (f.wantIs != nil && !errors.Is(err, f.wantIs)) || !strings.Contains(err.Error(), f.wantMsg) {
+			t.Errorf("pull %s: got %v; want %v containing %q", f.name, err, f.wantIs, f.wantMsg)
+		}
+		if got := dirEntries(t, images); !reflect.DeepEqual(got, []string{"base.img", "base.img.sha256"}) {
+			t.Errorf("after failed pull %s: got %q; want only base", f.name, got)
+		}
+	}
+
+	// An image in use by a VM cannot be removed.
+	vm := &VirtualMachine{Metadata: Metadata{Name: "db"}, Spec: Spec{Disks: []Disk{{Name: "root", Image: "base", Size: "2M"}}}}
+	vm = mustCreate(t, m, vm)
+	disk := m.diskPath(vm.Metadata.UID, "root")
+	if st, err := os.Stat(disk); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("overlay: got %v, %v; want mode 0600", st, err)
+	}
+	list, err := m.ListImages()
+	if err != nil || len(list) != 1 || !reflect.DeepEqual(list[0].UsedBy, []string{"db"}) {
+		t.Errorf("ListImages: got %+v, %v; want base used by db", list, err)
+	}
+	if err := m.RemoveImage(ctx, "base"); !errors.Is(err, ErrInUse) || !strings.Contains(err.Error(), "db") {
+		t.Errorf("RemoveImage in use: got %v; want ErrInUse naming db", err)
+	}
+	if _, err := os.Stat(img.Path + ".sha256"); err != nil {
+		t.Errorf("marker after refused removal: got %v; want it kept", err)
+	}
+
+	// Apply adds a blank disk through qemu-img.
+	in := &VirtualMachine{Metadata: Metadata{Name: "db"}, Spec: Spec{Disks: []Disk{{Name: "root", Image: "base", Size: "2M"}, {Name: "data", Size: "1M"}}}}
+	res, err := m.Apply(ctx, in)
+	if err != nil || res.Action != "configured" || res.VM.Metadata.Generation != 2 {
+		t.Fatalf("Apply adding a disk: got %+v, %v; want configured at generation 2", res, err)
+	}
+	if _, err := os.Stat(m.diskPath(vm.Metadata.UID, "data")); err != nil {
+		t.Errorf("added disk: got %v; want it made", err)
+	}
+
+	if err := m.Delete(ctx, "db", false); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RemoveImage(ctx, "base"); err != nil {
+		t.Fatalf("RemoveImage: %v", err)
+	}
+	if got := dirEntries(t, images); len(got) != 0 {
+		t.Errorf("after RemoveImage: got %q; want nothing", got)
+	}
+}
+
+func TestImportImage(t *testing.T) {
+	t.Parallel()
+	qemuImg := requireQemuImg(t)
+	ctx := context.Background()
+	m, _, _ := newTestManager(t)
+	m.opts.QEMUImg = qemuImg
+	dir := t.TempDir()
+	base := filepath.Join(dir, "tiny-1.qcow2")
+	if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", base, "1M").CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v: %s", err, out)
+	}
+	img, err := m.ImportImage(ctx, base, "")
+	if err != nil {
+		t.Fatalf("ImportImage: %v", err)
+	}
+	if img.Name != "tiny-1" || img.Format != "qcow2" || img.Source != "file://"+base {
+		t.Errorf("image: got %+v; want tiny-1, qcow2, file://%s", img, base)
+	}
+	// An image that points at another file could read the host's files.
+	overlay := filepath.Join(dir, "overlay.qcow2")
+	if out, err := exec.Command(qemuImg, "create", "-q", "-f", "qcow2", "-F", "qcow2", "-b", base, overlay).CombinedOutput(); err != nil {
+		t.Fatalf("qemu-img create: %v: %s", err, out)
+	}
+	if _, err := m.ImportImage(ctx, overlay, "overlay"); err == nil || !strings.Contains(err.Error(), "backing file") {
+		t.Errorf("ImportImage of an overlay: got %v; want a refusal naming the backing file", err)
+	}
+	if _, err := m.image("overlay"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("refused image: got %v; want ErrNotFound", err)
+	}
+}
