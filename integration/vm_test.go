@@ -94,8 +94,8 @@ func TestIntegrationVMStopFallbacks(t *testing.T) {
 		t.Errorf("SIGSTOPped QEMU listed as %s; want Unresponsive", e.Phase)
 	}
 	start = time.Now()
-	v(t, root, "vm", "stop", "deaf1", "--timeout", "1s")
-	t.Logf("stop of a SIGSTOPped QEMU: %v", time.Since(start))
+	r := virt(t, nil, "--root", root, "--log-level", "debug", "vm", "stop", "deaf1", "--timeout", "1s")
+	t.Logf("stop of a SIGSTOPped QEMU: %v, exit %d: %s", time.Since(start), r.code, r.stderr)
 	if alive(pid) {
 		t.Errorf("SIGSTOPped QEMU pid %d survived stop", pid)
 	}

@@ -471,7 +471,7 @@ func (m *Manager) killVerified(pid int, uid string) error {
 func (m *Manager) waitGone(ctx context.Context, pid int, uid string, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for {
-		if !m.proc.owns(pid, uid) {
+		if m.proc.gone(pid, uid) {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

@@ -68,6 +68,26 @@ func (p procFS) owns(pid int, uid string) bool {
 	return err == nil && st != "Z" && st != "X"
 }
 
+// gone reports whether pid no longer is our QEMU: it has exited (no
+// /proc entry, or a zombie), or the PID now belongs to another program.
+// A process that is still tearing down (its memory, and so its cmdline,
+// already released) is not gone yet: it may still hold its sockets.
+func (p procFS) gone(pid int, uid string) bool {
+	st, err := p.state(pid)
+	if err != nil || st == "Z" || st == "X" {
+		return true
+	}
+	argv, err := p.cmdline(pid)
+	if err != nil {
+		return true
+	}
+	if len(argv) == 0 {
+		return false
+	}
+	v, ok := argValue(argv, "-uuid")
+	return !isQEMU(argv[0]) || !ok || !strings.EqualFold(v, uid)
+}
+
 func isQEMU(argv0 string) bool {
 	b := filepath.Base(argv0)
 	return strings.HasPrefix(b, "qemu-system-") || b == "qemu-kvm"

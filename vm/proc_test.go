@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -217,6 +218,32 @@ func TestIsQEMU(t *testing.T) {
 	for in, want := range tests {
 		if got := isQEMU(in); got != want {
 			t.Errorf("isQEMU(%q): got %v; want %v", in, got, want)
+		}
+	}
+}
+
+func TestProcGone(t *testing.T) {
+	t.Parallel()
+	uid := "11111111-2222-4333-8444-555555555555"
+	root := t.TempDir()
+	write := func(pid int, argv []string, state string) {
+		dir := filepath.Join(root, strconv.Itoa(pid))
+		os.MkdirAll(dir, 0o755)
+		os.WriteFile(filepath.Join(dir, "cmdline"), []byte(strings.Join(argv, "\x00")), 0o644)
+		os.WriteFile(filepath.Join(dir, "stat"), []byte(fmt.Sprintf("%d (qemu) %s 1 2 3", pid, state)), 0o644)
+	}
+	write(10, []string{"/usr/bin/qemu-system-x86_64", "-uuid", uid}, "S")
+	write(11, nil, "R")                           // tearing down: no cmdline yet alive
+	write(12, nil, "Z")                           // zombie
+	write(13, []string{"/bin/sleep", "100"}, "S") // PID reused
+	p := procFS{root: root}
+	tests := []struct {
+		pid  int
+		want bool
+	}{{10, false}, {11, false}, {12, true}, {13, true}, {14, true}}
+	for _, tc := range tests {
+		if got := p.gone(tc.pid, uid); got != tc.want {
+			t.Errorf("gone(%d) = %t; want %t", tc.pid, got, tc.want)
 		}
 	}
 }
