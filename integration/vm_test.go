@@ -400,3 +400,58 @@ func TestIntegrationVMUEFIBoot(t *testing.T) {
 	}
 	v(t, root, "vm", "kill", "u1")
 }
+
+// A libvirt domain is a peer's guest: listed EXTERNAL (source libvirt),
+// never started, stopped or deleted by virt.
+func TestIntegrationVMLibvirtExternal(t *testing.T) {
+	g := requireGuest(t)
+	if out, err := exec.Command("virsh", "-c", "qemu:///system", "version").CombinedOutput(); err != nil {
+		t.Skipf("libvirt not available (scripts/libvirt-peer.sh sets it up): %v: %s", err, bytes.TrimSpace(out))
+	}
+	root := vmRoot(t)
+	dir := t.TempDir()
+	name := "vcext-" + strconv.Itoa(os.Getpid())
+	xml := fmt.Sprintf(`<domain type='qemu'><name>%s</name><memory unit='MiB'>128</memory><vcpu>1</vcpu>
+<os><type arch='x86_64' machine='q35'>hvm</type><kernel>%s</kernel><initrd>%s</initrd><cmdline>console=ttyS0 quiet</cmdline></os>
+<devices><memballoon model='none'/></devices></domain>`, name, g.kernel, g.initrd)
+	xmlPath := filepath.Join(dir, "d.xml")
+	os.WriteFile(xmlPath, []byte(xml), 0o644)
+	virsh := func(args ...string) (string, error) {
+		out, err := exec.Command("virsh", append([]string{"-c", "qemu:///system"}, args...)...).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := virsh("define", xmlPath); err != nil {
+		t.Fatalf("virsh define: %v: %s", err, out)
+	}
+	t.Cleanup(func() { virsh("destroy", name); virsh("undefine", name) })
+	find := func() (vm.Entry, bool) {
+		var entries []vm.Entry
+		json.Unmarshal([]byte(v(t, root, "vm", "list", "-o", "json")), &entries)
+		for _, e := range entries {
+			if e.Name == name {
+				return e, true
+			}
+		}
+		return vm.Entry{}, false
+	}
+	e, ok := find()
+	if !ok || e.Class != vm.ClassExternal || e.Source != "libvirt" || e.Phase != vm.PhaseStopped {
+		t.Errorf("defined libvirt domain listed as %+v (found %t); want EXTERNAL libvirt Stopped", e, ok)
+	}
+	if out, err := virsh("start", name); err != nil {
+		t.Fatalf("virsh start: %v: %s", err, out)
+	}
+	e, ok = find()
+	if !ok || e.Class != vm.ClassExternal || e.Phase != vm.PhaseRunning || e.PID == 0 {
+		t.Errorf("running libvirt domain listed as %+v; want EXTERNAL Running with a pid", e)
+	}
+	for _, op := range [][]string{{"vm", "stop", name}, {"vm", "kill", name}, {"vm", "delete", name, "--force"}, {"vm", "start", name}} {
+		if r := virt(t, nil, append([]string{"--root", root}, op...)...); r.code == 0 {
+			t.Errorf("virt %v succeeded on a libvirt domain", op)
+		}
+	}
+	v(t, root, "vm", "gc")
+	if out, _ := virsh("domstate", name); !strings.Contains(out, "running") {
+		t.Errorf("the libvirt domain is no longer running after virt touched nothing: %s", out)
+	}
+}
