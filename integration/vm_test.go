@@ -267,27 +267,20 @@ func TestIntegrationVMConcurrentOperations(t *testing.T) {
 		{"vm", "start", "c1"}, {"vm", "pause", "c1"}, {"vm", "resume", "c1"}, {"vm", "show", "c1"},
 		{"vm", "list"}, {"vm", "start", "c1"},
 	}
-	var wg sync.WaitGroup
-	results := make([]result, len(ops))
-	start := time.Now()
-	for i, op := range ops {
-		wg.Add(1)
-		go func(i int, op []string) {
-			defer wg.Done()
-			results[i] = virt(t, nil, append([]string{"--root", root}, op...)...)
-		}(i, op)
-	}
-	wg.Wait()
-	t.Logf("10 concurrent operations took %v", time.Since(start))
-	for i, r := range results {
-		t.Logf("virt %v: exit %d %s", ops[i], r.code, strings.TrimSpace(r.stderr))
-		// pause/resume may race each other's order, but every one must succeed
-		if r.code != 0 {
-			t.Errorf("virt %v: exit %d: %s", ops[i], r.code, r.stderr)
+	for round := 0; round < 3; round++ {
+		var wg sync.WaitGroup
+		results := make([]result, len(ops))
+		start := time.Now()
+		for i, op := range ops {
+			wg.Add(1)
+			go func(i int, op []string) {
+				defer wg.Done()
+				results[i] = virt(t, nil, append([]string{"--root", root}, op...)...)
+			}(i, op)
 		}
-		if strings.Contains(r.stderr, "panic") {
-			t.Errorf("virt %v panicked: %s", ops[i], r.stderr)
-		}
+		wg.Wait()
+		t.Logf("round %d: 10 concurrent operations took %v", round, time.Since(start))
+		checkResults(t, ops, results)
 	}
 	v(t, root, "vm", "resume", "c1")
 	if n := len(qemuPIDsUnder(filepath.Join(root, "run/virtcon/vms", uid))); n != 1 {
@@ -302,6 +295,20 @@ func TestIntegrationVMConcurrentOperations(t *testing.T) {
 	}
 	if e := entry(t, root, "c1"); e.Phase != vm.PhaseRunning {
 		t.Errorf("phase %s; want Running", e.Phase)
+	}
+}
+
+// checkResults: pause/resume may race each other's order, but every
+// operation must succeed and none may crash.
+func checkResults(t *testing.T, ops [][]string, results []result) {
+	t.Helper()
+	for i, r := range results {
+		if r.code != 0 {
+			t.Errorf("virt %v: exit %d: %s", ops[i], r.code, r.stderr)
+		}
+		if strings.Contains(r.stderr, "panic") {
+			t.Errorf("virt %v panicked: %s", ops[i], r.stderr)
+		}
 	}
 }
 

@@ -141,7 +141,7 @@ func (m *Manager) observeLive(ctx context.Context, e *Entry, pid int) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, listQMPTimeout)
 	defer cancel()
-	mon, err := qmp.Dial(ctx, m.runPath(e.UID, qmpSockName), qmp.Options{Logger: m.log, Timeout: listQMPTimeout})
+	mon, err := m.dialQMP(ctx, e.UID)
 	if err != nil {
 		if errors.Is(err, qmp.ErrBusy) {
 			e.Phase, e.Message = PhaseRunning, "QMP busy: another virtcon command holds it"

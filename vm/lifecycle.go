@@ -266,7 +266,7 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine) error {
 	r.Add(func() error { return m.killVerified(pid, uid) })
 	qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
 	defer cancel()
-	mon, err := qmp.Dial(qctx, launch.QMPSocket, qmp.Options{Logger: m.log})
+	mon, err := m.dialQMP(qctx, uid)
 	if err != nil {
 		return fmt.Errorf("vm %q: start: QMP: %w", name, err)
 	}
@@ -485,12 +485,33 @@ func (m *Manager) waitGone(ctx context.Context, pid int, uid string, timeout tim
 func (m *Manager) qmpDo(ctx context.Context, uid string, f func(context.Context, *qmp.Monitor) error) error {
 	ctx, cancel := context.WithTimeout(ctx, qmpTimeout)
 	defer cancel()
-	mon, err := qmp.Dial(ctx, m.runPath(uid, qmpSockName), qmp.Options{Logger: m.log})
+	mon, err := m.dialQMP(ctx, uid)
 	if err != nil {
 		return err
 	}
 	defer mon.Close()
 	return f(ctx, mon)
+}
+
+// dialQMP connects to the VM's QMP socket. QEMU serves one client at a
+// time and refuses connections once its short queue is full, so a busy
+// socket (another virt listing the VM) is retried until ctx's deadline.
+func (m *Manager) dialQMP(ctx context.Context, uid string) (*qmp.Monitor, error) {
+	delay := 2 * time.Millisecond
+	for {
+		mon, err := qmp.Dial(ctx, m.runPath(uid, qmpSockName), qmp.Options{Logger: m.log})
+		if err == nil || !errors.Is(err, qmp.ErrBusy) {
+			return mon, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
 }
 
 // qmpOp runs one QMP operation on a running VM under its lock.
