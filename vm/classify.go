@@ -86,7 +86,7 @@ func (m *Manager) List(ctx context.Context) ([]Entry, error) {
 			continue
 		}
 		name := qemuName(p.Argv)
-		if strings.Contains(strings.Join(p.Argv, " "), runRoot+"/vms/") {
+		if pf, _ := argValue(p.Argv, "-pidfile"); strings.HasPrefix(pf, runRoot+"/vms/") {
 			out = append(out, Entry{Name: name, UID: u, Class: ClassOrphaned, Phase: PhaseRunning, PID: p.PID, Accel: argAccel(p.Argv),
 				Message: "a virtcon QEMU without a spec: inspect, then kill it by pid if unwanted (gc never kills processes)"})
 			continue
