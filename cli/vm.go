@@ -169,7 +169,7 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			_, e, err := m.Get(cmd.Context(), created.Metadata.UID)
+			e, err := m.Peek(created.Metadata.UID)
 			if err != nil {
 				return err
 			}
@@ -306,7 +306,7 @@ func newVMStartCmd(env *Env) *cobra.Command {
 			if err := m.Start(cmd.Context(), args[0]); err != nil {
 				return err
 			}
-			_, e, err := m.Get(cmd.Context(), args[0])
+			e, err := m.Peek(args[0])
 			if err != nil {
 				return err
 			}

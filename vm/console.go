@@ -215,3 +215,21 @@ func (m *Manager) Get(ctx context.Context, ref string) (*VirtualMachine, *Entry,
 	}
 	return vm, &e, nil
 }
+
+// Peek returns a VM's entry from its spec and /proc alone, without asking
+// QMP: what a command that just changed the VM prints.
+func (m *Manager) Peek(ref string) (*Entry, error) {
+	vm, err := m.find(ref)
+	if err != nil {
+		return nil, err
+	}
+	e := m.entryFor(vm)
+	if pid := m.livePID(vm.Metadata.UID); pid > 0 {
+		e.Class, e.PID, e.Message = ClassManaged, pid, ""
+		e.Phase = vm.Status.Phase
+		if argv, err := m.proc.cmdline(pid); err == nil {
+			e.Accel = argAccel(argv)
+		}
+	}
+	return &e, nil
+}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -244,7 +243,7 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine) error {
 	// (MISSING), both true statements a later virt can act on.
 	if !vm.Spec.Running {
 		vm.Spec.Running = true
-		if err := m.store.save(vm); err != nil {
+		if err := m.store.saveIntent(vm); err != nil {
 			return err
 		}
 		r.Add(func() error { vm.Spec.Running = false; return m.store.save(vm) })
@@ -253,7 +252,7 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine) error {
 	start := time.Now()
 	cmd := exec.CommandContext(context.WithoutCancel(ctx), qemuBin, launch.Args()...)
 	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = io.Discard, &stderr
+	cmd.Stderr = &stderr // stdout stays /dev/null: no pipe for the daemon to inherit
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	cmd.WaitDelay = 30 * time.Second
 	if err := cmd.Run(); err != nil {

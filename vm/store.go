@@ -93,7 +93,14 @@ func readsBack(b []byte, vm *VirtualMachine) bool {
 	return yaml.Unmarshal(b, &back) == nil && reflect.DeepEqual(back.Spec, vm.Spec)
 }
 
-func (s store) save(vm *VirtualMachine) error {
+func (s store) save(vm *VirtualMachine) error { return s.write(vm, atomicfile.Write) }
+
+// saveIntent records an intent (spec.running before a start) atomically
+// but without fsync: it must survive a killed virt, which the page cache
+// guarantees, and the durable save after the start confirms it.
+func (s store) saveIntent(vm *VirtualMachine) error { return s.write(vm, atomicfile.WriteVolatile) }
+
+func (s store) write(vm *VirtualMachine, write func(string, []byte, os.FileMode) error) error {
 	b, err := encodeVM(vm)
 	if err != nil {
 		return fmt.Errorf("vm %q: encode: %w", vm.Metadata.Name, err)
@@ -101,7 +108,7 @@ func (s store) save(vm *VirtualMachine) error {
 	if err := os.MkdirAll(s.layout.VMStateDir(vm.Metadata.UID), 0o700); err != nil {
 		return fmt.Errorf("vm %q: %w", vm.Metadata.Name, err)
 	}
-	return atomicfile.Write(s.specPath(vm.Metadata.UID), b, 0o600)
+	return write(s.specPath(vm.Metadata.UID), b, 0o600)
 }
 
 // uids lists the directories under <state>/vms.
