@@ -4,7 +4,7 @@
 set -euo pipefail
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 
-pkgs=(qemu-system-x86 qemu-utils ovmf pci.ids jq tmux cpio kmod xz-utils genisoimage)
+pkgs=(qemu-system-x86 qemu-utils ovmf pci.ids jq tmux cpio kmod xz-utils genisoimage iproute2 dnsmasq-base nftables busybox-static)
 extra=("$@")   # e.g. libvirt-clients hyperfine for `make bench`
 want=("${pkgs[@]}" "${extra[@]}")
 
