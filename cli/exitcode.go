@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 
+	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -38,7 +39,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &usage), errors.Is(err, vm.ErrInvalid):
+	case errors.As(err, &usage), errors.Is(err, vm.ErrInvalid), errors.Is(err, netcfg.ErrInvalid):
 		return ExitUsage
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
+	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -36,6 +37,7 @@ func (e *Env) Layout() paths.Layout { return paths.New(e.Root) }
 // Main runs `virt` with the process's arguments and returns the exit code.
 func Main() int {
 	kvmprobe.MaybeRunChild()
+	netcfg.MaybeRunWatchdog()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, os.Args[1:], System())
@@ -87,7 +89,7 @@ progress and warnings to stderr. Exit codes: 0 ok, 1 error, 2 usage, 3 check fai
 
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newVersionCmd(env), newHostCmd(env), newDiagnosticsCmd(env), newCompletionCmd(), newGenDocsCmd(),
-		newApplyCmd(env), newVMCmd(env), newImageCmd(env))
+		newApplyCmd(env), newVMCmd(env), newImageCmd(env), newNetCmd(env))
 	// Unknown subcommands and wrong argument counts are usage errors.
 	for _, c := range allCommands(root) {
 		wrapArgs(c)

@@ -66,9 +66,20 @@ type result struct {
 // virt runs the binary; cred, when set, runs it as that uid/gid.
 func virt(t *testing.T, cred *syscall.Credential, args ...string) result {
 	t.Helper()
+	return run(t, cred, virtBin, args...)
+}
+
+// virtIn runs the binary inside a network namespace (ip netns exec).
+func virtIn(t *testing.T, ns string, args ...string) result {
+	t.Helper()
+	return run(t, nil, "ip", append([]string{"netns", "exec", ns, virtBin}, args...)...)
+}
+
+func run(t *testing.T, cred *syscall.Credential, bin string, args ...string) result {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, virtBin, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	cmd.Env = append(os.Environ(), "NO_COLOR=1")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -131,6 +132,11 @@ func Defaults(vm *VirtualMachine) {
 	if len(vm.Metadata.Labels) == 0 {
 		vm.Metadata.Labels = nil
 	}
+	for i := range s.Network {
+		if s.Network[i].Model == "" {
+			s.Network[i].Model = "virtio"
+		}
+	}
 	for i := range s.Disks {
 		if s.Disks[i].Name == "" {
 			s.Disks[i].Name = fmt.Sprintf("disk%d", i)
@@ -149,6 +155,7 @@ type Limits struct {
 var (
 	nameRE     = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$`)
 	labelKeyRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9.-]{0,251}[a-z0-9])?/)?[A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+	ifNameRE   = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,15}$`)
 	labelValRE = regexp.MustCompile(`^([A-Za-z0-9]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?)?$`)
 )
 
@@ -255,8 +262,25 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 	if (s.Boot == nil || s.Boot.Kernel == "") && !hasImageDisk(s.Disks) {
 		add(&FieldError{"spec", nil, "nothing to boot: give a disk with an image, or boot.kernel"})
 	}
-	if len(s.Network) > 0 {
-		add(&FieldError{"spec.network", len(s.Network), "bridged NICs arrive with host networking; VMs get user-mode networking for now"})
+	for i, n := range s.Network {
+		f := fmt.Sprintf("spec.network[%d]", i)
+		switch {
+		case (n.Bridge == "") == (n.Network == ""):
+			add(&FieldError{f, n.Bridge + n.Network, "give exactly one of bridge or network"})
+		case n.Bridge != "" && !ifNameRE.MatchString(n.Bridge):
+			add(&FieldError{f + ".bridge", n.Bridge, "must be an interface name (1-15 letters, digits, '.', '-', '_')"})
+		case n.Network != "":
+			add(ValidateName(f+".network", n.Network))
+		}
+		if n.MAC != "" {
+			hw, err := net.ParseMAC(n.MAC)
+			if err != nil || len(hw) != 6 || hw[0]&1 == 1 {
+				add(&FieldError{f + ".mac", n.MAC, "must be a unicast Ethernet address like 52:54:00:12:34:56"})
+			}
+		}
+		if n.Model != "virtio" && n.Model != "e1000" {
+			add(&FieldError{f + ".model", n.Model, "must be virtio or e1000"})
+		}
 	}
 	if len(errs) > 0 {
 		return &ValidationError{errs}

@@ -298,7 +298,16 @@ func TestValidateFields(t *testing.T) {
 				return errNoFile
 			}}, false, "spec.boot.initrd", `"/boot/nope"`},
 		{"nothing to boot", func(v *VirtualMachine) { v.Spec.Disks = []Disk{{Name: "data", Size: "1G"}} }, testLimits, false, "spec", "nothing to boot"},
-		{"network refused", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Bridge: "br0"}} }, testLimits, false, "spec.network", "(got 1)"},
+		{"nic with bridge and network", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Bridge: "br0", Network: "lan", Model: "virtio"}} }, testLimits, false, "spec.network[0]", `"br0lan"`},
+		{"nic with neither", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Model: "virtio"}} }, testLimits, false, "spec.network[0]", "exactly one"},
+		{"nic bridge name too long", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Bridge: "br-0123456789abcdef", Model: "virtio"}} }, testLimits, false, "spec.network[0].bridge", `"br-0123456789abcdef"`},
+		{"nic multicast mac", func(v *VirtualMachine) {
+			v.Spec.Network = []NIC{{Bridge: "br0", MAC: "01:00:5e:00:00:01", Model: "virtio"}}
+		}, testLimits, false, "spec.network[0].mac", `"01:00:5e:00:00:01"`},
+		{"nic bad mac", func(v *VirtualMachine) {
+			v.Spec.Network = []NIC{{Bridge: "br0", MAC: "52:54:00:zz:00:01", Model: "virtio"}}
+		}, testLimits, false, "spec.network[0].mac", `"52:54:00:zz:00:01"`},
+		{"nic model", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Network: "lan", Model: "rtl8139"}} }, testLimits, false, "spec.network[0].model", `"rtl8139"`},
 		{"uid not a uuid", func(v *VirtualMachine) { v.Metadata.UID = "web" }, testLimits, false, "metadata.uid", `"web"`},
 		{"uid braces", func(v *VirtualMachine) { v.Metadata.UID = "{123e4567-e89b-12d3-a456-426614174000}" }, testLimits, false, "metadata.uid", `"{123e4567-e89b-12d3-a456-426614174000}"`},
 		{"uid urn", func(v *VirtualMachine) { v.Metadata.UID = "urn:uuid:123e4567-e89b-12d3-a456-426614174000" }, testLimits, false, "metadata.uid", `"urn:uuid:123e4567-e89b-12d3-a456-426614174000"`},

@@ -237,6 +237,9 @@ func (m *Manager) libvirtDomains() []libvirtDomain {
 	return out
 }
 
+// tapPrefix marks an orphan that is a network device, not a path.
+const tapPrefix = "tap:"
+
 // Orphan is one of our leftovers without a spec.
 type Orphan struct {
 	UID  string `json:"uid" yaml:"uid"`
@@ -261,6 +264,22 @@ func (m *Manager) orphans(ours map[string]bool, live map[string]qemuProcess) []O
 				continue // reported as a live orphan process instead
 			}
 			out = append(out, Orphan{UID: e.Name(), What: c.what, Path: filepath.Join(c.dir, e.Name())})
+		}
+	}
+	if taps, err := m.opts.Net.ListTAPs(context.Background()); err == nil {
+		inUse := map[string]bool{}
+		vms, _ := m.store.list()
+		for _, vm := range vms {
+			if _, alive := live[vm.Metadata.UID]; alive {
+				for i := range vm.Spec.Network {
+					inUse[m.opts.Net.TAPName(vm.Metadata.UID, i)] = true
+				}
+			}
+		}
+		for _, t := range taps {
+			if !inUse[t] {
+				out = append(out, Orphan{What: "TAP device of no running VM", Path: tapPrefix + t})
+			}
 		}
 	}
 	parts, _ := filepath.Glob(filepath.Join(l.ImagesDir(), ".*.partial"))
@@ -308,6 +327,12 @@ func (m *Manager) GC(ctx context.Context, dryRun bool) ([]Orphan, error) {
 	}
 	var rmErrs []error
 	for _, o := range orphans {
+		if tap, ok := strings.CutPrefix(o.Path, tapPrefix); ok {
+			if err := m.opts.Net.DeleteTAP(ctx, tap); err != nil {
+				rmErrs = append(rmErrs, err)
+			}
+			continue
+		}
 		if err := os.RemoveAll(o.Path); err != nil {
 			rmErrs = append(rmErrs, err)
 		}

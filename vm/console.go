@@ -143,11 +143,27 @@ func (m *Manager) IP(ctx context.Context, ref string) ([]Address, error) {
 	if m.livePID(vm.Metadata.UID) == 0 {
 		return nil, fmt.Errorf("vm %q: ip: %w", vm.Metadata.Name, ErrNotRunning)
 	}
-	addrs, err := agentAddresses(ctx, m.runPath(vm.Metadata.UID, agentSockName))
-	if err != nil {
-		return nil, fmt.Errorf("vm %q: ip: %w: the guest agent did not answer (%v); on user-mode networking the guest is not reachable from the host", vm.Metadata.Name, ErrNoAddress, err)
+	addrs, agentErr := agentAddresses(ctx, m.runPath(vm.Metadata.UID, agentSockName))
+	if agentErr == nil {
+		return addrs, nil
 	}
-	return addrs, nil
+	for i, n := range vm.Spec.Network {
+		found, source, err := m.opts.Net.Addresses(ctx, n.MAC)
+		if err != nil {
+			m.log.Debug("address lookup failed", "vm", vm.Metadata.Name, "mac", n.MAC, "err", err)
+			continue
+		}
+		for _, a := range found {
+			addrs = append(addrs, Address{Interface: fmt.Sprintf("net%d", i), Address: a, Source: source})
+		}
+	}
+	if len(addrs) > 0 {
+		return addrs, nil
+	}
+	if len(vm.Spec.Network) == 0 {
+		return nil, fmt.Errorf("vm %q: ip: %w: the guest agent did not answer (%v), and on user-mode networking the guest is not reachable from the host", vm.Metadata.Name, ErrNoAddress, agentErr)
+	}
+	return nil, fmt.Errorf("vm %q: ip: %w: no guest agent (%v), no DHCP lease and no neighbour entry for its MACs yet", vm.Metadata.Name, ErrNoAddress, agentErr)
 }
 
 func agentAddresses(ctx context.Context, sock string) ([]Address, error) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/internal/revert"
 	"github.com/virtcon/virtcon/qmp"
 )
@@ -53,6 +54,7 @@ func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachi
 	now := time.Now().UTC().Truncate(time.Second)
 	vm.Metadata.CreationTimestamp = &now
 	vm.Metadata.Generation = 1
+	fillMACs(vm)
 	running := vm.Spec.Running
 	vm.Spec.Running = false
 
@@ -148,6 +150,7 @@ func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, 
 			vm.Metadata.Generation++
 		}
 		vm.Metadata.Name, vm.Metadata.Labels, vm.Spec = in.Metadata.Name, in.Metadata.Labels, in.Spec
+		fillMACs(vm)
 		if err := m.store.save(vm); err != nil {
 			l.Release()
 			return nil, err
@@ -169,6 +172,15 @@ func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, 
 	return res, err
 }
 
+// fillMACs gives every NIC without a MAC its stable generated one.
+func fillMACs(vm *VirtualMachine) {
+	for i := range vm.Spec.Network {
+		if vm.Spec.Network[i].MAC == "" {
+			vm.Spec.Network[i].MAC = MACFor(vm.Metadata.UID, i)
+		}
+	}
+}
+
 func diskChangeAllowed(old, new []Disk) error {
 	if len(new) < len(old) {
 		return &ValidationError{[]*FieldError{{"spec.disks", len(new), fmt.Sprintf("disks cannot be removed by apply (the VM has %d); detach them by deleting and recreating the VM", len(old))}}}
@@ -181,20 +193,31 @@ func diskChangeAllowed(old, new []Disk) error {
 	return nil
 }
 
-// Start boots the VM's QEMU, detached: it outlives this process.
-func (m *Manager) Start(ctx context.Context, ref string) error {
+// lockedVM resolves ref, takes the VM's lock and reloads its spec under
+// it (another process may have changed it while we waited).
+func (m *Manager) lockedVM(ctx context.Context, ref string) (*VirtualMachine, *flock.Lock, error) {
 	vm, err := m.find(ref)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	l, err := m.store.lockVM(ctx, vm.Metadata.UID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if vm, err = m.store.load(vm.Metadata.UID); err != nil {
+		l.Release()
+		return nil, nil, err
+	}
+	return vm, l, nil
+}
+
+// Start boots the VM's QEMU, detached: it outlives this process.
+func (m *Manager) Start(ctx context.Context, ref string) error {
+	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer l.Release()
-	if vm, err = m.store.load(vm.Metadata.UID); err != nil {
-		return err
-	}
 	return m.startLocked(ctx, vm)
 }
 
@@ -237,6 +260,14 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine) error {
 		if err := m.ensureVars(launch); err != nil {
 			return fmt.Errorf("vm %q: start: %w", name, err)
 		}
+	}
+	for i, nic := range launch.NICs {
+		bridge := launch.nicBridges[i]
+		if err := m.opts.Net.CreateTAP(ctx, nic.TAP, bridge, 0); err != nil {
+			return fmt.Errorf("vm %q: start: spec.network[%d]: %w", name, i, err)
+		}
+		tap := nic.TAP
+		r.Add(func() error { return m.opts.Net.DeleteTAP(context.WithoutCancel(ctx), tap) })
 	}
 	// Record the intent before the process exists: a crash from here on
 	// leaves "spec says running" and either a live QEMU (MANAGED) or none
@@ -318,6 +349,22 @@ func (m *Manager) launchFor(vm *VirtualMachine, accel string) (Launch, error) {
 	for _, d := range vm.Spec.Disks {
 		l.Disks = append(l.Disks, LaunchDisk{Path: m.diskPath(uid, d.Name), Format: "qcow2"})
 	}
+	for i, n := range vm.Spec.Network {
+		bridge := n.Bridge
+		if n.Network != "" {
+			b, err := m.opts.Net.BridgeFor(n.Network)
+			if err != nil {
+				return l, fmt.Errorf("spec.network[%d].network %q: %w", i, n.Network, err)
+			}
+			bridge = b
+		}
+		mac := n.MAC
+		if mac == "" {
+			mac = MACFor(uid, i)
+		}
+		l.NICs = append(l.NICs, LaunchNIC{TAP: m.opts.Net.TAPName(uid, i), MAC: mac, Model: n.Model})
+		l.nicBridges = append(l.nicBridges, bridge)
+	}
 	if vm.Spec.Firmware == "uefi" {
 		code := hostinfo.OVMFPaths(m.opts.HostRoot)
 		if len(code) == 0 {
@@ -392,18 +439,11 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 	if opts.Timeout == 0 {
 		opts.Timeout = 60 * time.Second
 	}
-	vm, err := m.find(ref)
-	if err != nil {
-		return err
-	}
-	l, err := m.store.lockVM(ctx, vm.Metadata.UID)
+	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer l.Release()
-	if vm, err = m.store.load(vm.Metadata.UID); err != nil {
-		return err
-	}
 	uid, name := vm.Metadata.UID, vm.Metadata.Name
 	// Desired state first: a crash mid-stop leaves "spec says stopped"
 	// and a new `virt vm stop` finishes the job.
@@ -442,8 +482,19 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 		}
 	}
 	m.cleanRuntime(uid)
+	m.deleteTAPs(ctx, vm)
 	vm.Status.Phase, vm.Status.PID = PhaseStopped, 0
 	return m.store.save(vm)
+}
+
+// deleteTAPs removes the VM's TAP devices once its QEMU is gone.
+func (m *Manager) deleteTAPs(ctx context.Context, vm *VirtualMachine) {
+	for i := range vm.Spec.Network {
+		name := m.opts.Net.TAPName(vm.Metadata.UID, i)
+		if err := m.opts.Net.DeleteTAP(context.WithoutCancel(ctx), name); err != nil {
+			m.log.Warn("TAP not deleted", "vm", vm.Metadata.Name, "tap", name, "err", err)
+		}
+	}
 }
 
 // Kill stops the VM at once with SIGKILL.
@@ -515,11 +566,7 @@ func (m *Manager) dialQMP(ctx context.Context, uid string) (*qmp.Monitor, error)
 
 // qmpOp runs one QMP operation on a running VM under its lock.
 func (m *Manager) qmpOp(ctx context.Context, ref, what string, f func(context.Context, *qmp.Monitor) error) error {
-	vm, err := m.find(ref)
-	if err != nil {
-		return err
-	}
-	l, err := m.store.lockVM(ctx, vm.Metadata.UID)
+	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
 		return err
 	}
@@ -577,6 +624,7 @@ func (m *Manager) Delete(ctx context.Context, ref string, force bool) error {
 			return fmt.Errorf("vm %q: delete: %w", vm.Metadata.Name, err)
 		}
 	}
+	m.deleteTAPs(ctx, vm)
 	// The spec goes first: once it is gone the VM no longer exists, and
 	// anything left after a crash here is an orphan that gc can list.
 	if err := os.Remove(m.store.specPath(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {

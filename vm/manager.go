@@ -29,6 +29,26 @@ type Options struct {
 	Accel func(ctx context.Context) (accel, reason string)
 	// Limits overrides the host capacity used by validation (tests).
 	Limits *Limits
+	// Net provides TAP devices and network lookups for VM NICs; nil means
+	// the host's own (package netcfg).
+	Net HostNet
+}
+
+// HostNet is what the VM runtime needs from host networking.
+type HostNet interface {
+	// TAPName is the stable TAP device name of a VM's NIC.
+	TAPName(uid string, index int) string
+	// CreateTAP makes a persistent TAP attached to bridge (mtu 0: the bridge's).
+	CreateTAP(ctx context.Context, name, bridge string, mtu int) error
+	// DeleteTAP removes a TAP; a missing one is not an error.
+	DeleteTAP(ctx context.Context, name string) error
+	// BridgeFor resolves a VM network (network.yaml) to its bridge.
+	BridgeFor(network string) (string, error)
+	// ListTAPs lists virtcon's TAP devices, for gc.
+	ListTAPs(ctx context.Context) ([]string, error)
+	// Addresses finds a NIC's addresses by its MAC: DHCP leases of our NAT
+	// networks first, then the neighbour table. Source says which.
+	Addresses(ctx context.Context, mac string) (addrs []string, source string, err error)
 }
 
 // Manager runs the VM operations. It holds no state between calls beyond
@@ -47,6 +67,9 @@ func NewManager(opts Options) *Manager {
 	}
 	if opts.HostRoot == "" {
 		opts.HostRoot = "/"
+	}
+	if opts.Net == nil {
+		opts.Net = defaultHostNet(opts.Layout)
 	}
 	return &Manager{opts: opts, log: opts.Logger, store: store{layout: opts.Layout}, proc: procFS{root: filepath.Join(opts.HostRoot, "proc")}}
 }

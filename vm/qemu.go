@@ -22,7 +22,10 @@ type Launch struct {
 	Kernel    string
 	Initrd    string
 	Cmdline   string
-	MAC       string
+	MAC       string      // user-mode NIC's MAC, when NICs is empty
+	NICs      []LaunchNIC // TAP NICs on host bridges
+
+	nicBridges []string // the bridge of each NIC, for creating its TAP
 
 	PIDFile   string
 	QMPSocket string
@@ -30,6 +33,13 @@ type Launch struct {
 	Serial    string
 	SerialLog string
 	AgentSock string
+}
+
+// LaunchNIC is one NIC on a TAP device.
+type LaunchNIC struct {
+	TAP   string
+	MAC   string
+	Model string // virtio or e1000
 }
 
 // LaunchDisk is one disk file.
@@ -88,9 +98,20 @@ func (l Launch) Args() []string {
 		"-chardev", "socket,id=qga0,path="+escapeOpt(l.AgentSock)+",server=on,wait=off",
 		"-device", "virtio-serial-pci,id=vser0",
 		"-device", "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0",
-		"-netdev", "user,id=net0",
-		"-device", "virtio-net-pci,netdev=net0,romfile=,mac="+l.MAC, // no iPXE ROM: VMs boot from disk or kernel, never PXE
 	)
+	// no iPXE option ROM (romfile=): VMs boot from disk or kernel, never PXE
+	if len(l.NICs) == 0 {
+		a = append(a, "-netdev", "user,id=net0", "-device", "virtio-net-pci,netdev=net0,romfile=,mac="+l.MAC)
+	}
+	for i, n := range l.NICs {
+		dev := "virtio-net-pci"
+		if n.Model == "e1000" {
+			dev = "e1000"
+		}
+		a = append(a,
+			"-netdev", fmt.Sprintf("tap,id=net%d,ifname=%s,script=no,downscript=no", i, escapeOpt(n.TAP)),
+			"-device", fmt.Sprintf("%s,netdev=net%d,romfile=,mac=%s", dev, i, n.MAC))
+	}
 	if l.Kernel != "" {
 		a = append(a, "-kernel", l.Kernel)
 		if l.Initrd != "" {

@@ -1,0 +1,266 @@
+package netcfg
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/virtcon/virtcon/internal/atomicfile"
+	"github.com/virtcon/virtcon/internal/flock"
+	"github.com/virtcon/virtcon/internal/revert"
+	"github.com/virtcon/virtcon/paths"
+)
+
+// ApplyOptions change how Apply works.
+type ApplyOptions struct {
+	// AllowDefaultRouteChange permits changes that move or remove the
+	// host's default route (see ValidateOptions); the CLI sets it for
+	// --try.
+	AllowDefaultRouteChange bool
+	// DryRun plans without changing anything or recording the file.
+	DryRun bool
+
+	// afterStep, for tests, runs after each step; an error fails the
+	// apply as if that step had.
+	afterStep func(i int, desc string) error
+}
+
+// Result says what an apply did.
+type Result struct {
+	// Steps are the descriptions of the steps run (with DryRun, to run).
+	Steps []string `json:"steps"`
+	// Changed is true when the host differed from the configuration: steps
+	// ran (with DryRun, would run).
+	Changed bool `json:"changed"`
+}
+
+// AppliedFile is where the last applied configuration is recorded: a
+// later apply deletes only what this file had and the new one lacks.
+func AppliedFile(layout paths.Layout) string {
+	return filepath.Join(layout.NetworkDir(), "applied.yaml")
+}
+
+// LoadApplied reads the last applied configuration; nil, nil when there is
+// none.
+func LoadApplied(layout paths.Layout) (*Config, error) {
+	path := AppliedFile(layout)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("applied network configuration: %w", err)
+	}
+	cfg, err := Decode(data)
+	if err != nil {
+		// Not ErrInvalid: the operator's file is not at fault, virtcon's
+		// record is (edited by hand, or a disk fault).
+		return nil, fmt.Errorf("applied network configuration %s is damaged: %v", path, err)
+	}
+	return cfg, nil
+}
+
+// Apply makes the host network, in the network namespace of the calling
+// thread, what cfg describes. It validates cfg against the live state,
+// plans the differences from it (and from the previously applied
+// configuration, for deletions), runs each step with its undo on a revert
+// stack, and records cfg in AppliedFile. On any failure it undoes every
+// step already done and returns a *StepError naming the failed step.
+// Applying the same configuration again does nothing (zero steps).
+//
+// DNS servers, search domains and the hostname are recorded in
+// AppliedFile but not written to /etc/resolv.conf or the host name yet;
+// management DHCP is recorded only (virtcon runs no DHCP client).
+//
+// Callers serialise applies (a try and an apply must not interleave).
+func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts ApplyOptions) (*Result, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: no configuration", ErrInvalid)
+	}
+	if !opts.DryRun {
+		// one apply at a time per host root: two interleaved plans would
+		// each undo the other's steps
+		lctx, cancel := context.WithTimeout(ctx, time.Minute)
+		l, err := flock.Acquire(lctx, filepath.Join(layout.RunDir(), "locks", "network-apply.lock"))
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		defer l.Release()
+	}
+	prev, err := LoadApplied(layout)
+	if err != nil {
+		return nil, err
+	}
+	h, err := openHandle()
+	if err != nil {
+		return nil, err
+	}
+	defer h.Close()
+	live, err := h.readState(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(cfg, live, ValidateOptions{AllowDefaultRouteChange: opts.AllowDefaultRouteChange}); err != nil {
+		return nil, err
+	}
+	steps := Plan(cfg, live, prev)
+	if !opts.AllowDefaultRouteChange {
+		var risky []*FieldError
+		for _, st := range steps {
+			if st.risk != nil {
+				fe := *st.risk
+				fe.Msg += "; apply with --try, which rolls back unless confirmed"
+				risky = append(risky, &fe)
+			}
+		}
+		if len(risky) > 0 {
+			return nil, &ValidationError{risky}
+		}
+	}
+	res := &Result{Steps: make([]string, len(steps)), Changed: len(steps) > 0}
+	for i, st := range steps {
+		res.Steps[i] = st.Desc
+	}
+	added, removed := natChanges(cfg, prev)
+	for _, n := range added {
+		res.Steps = append(res.Steps, fmt.Sprintf("create nat network %s (bridge %s, %s, DHCP by dnsmasq)", n.Name, n.Bridge, n.Subnet))
+	}
+	for _, n := range removed {
+		res.Steps = append(res.Steps, fmt.Sprintf("remove nat network %s (bridge %s)", n.Name, n.Bridge))
+	}
+	res.Changed = len(res.Steps) > 0
+	if opts.DryRun {
+		return res, nil
+	}
+
+	r := revert.New()
+	fail := func(i int, desc string, err error) (*Result, error) {
+		rerr := r.Fail()
+		log.Error("network apply failed; reverted", "step", desc, "err", err, "revertErr", rerr)
+		return nil, &StepError{Index: i, Step: desc, Err: err, RevertErr: rerr}
+	}
+	for i, st := range steps {
+		if err := ctx.Err(); err != nil {
+			return fail(i, st.Desc, err)
+		}
+		start := time.Now()
+		if err := st.do(h); err != nil {
+			return fail(i, st.Desc, err)
+		}
+		r.Add(func() error {
+			if err := st.undo(h); err != nil {
+				return fmt.Errorf("undo %q: %w", st.Desc, err)
+			}
+			return nil
+		})
+		log.Info("network step", "step", st.Desc, "took", time.Since(start))
+		if opts.afterStep != nil {
+			if err := opts.afterStep(i, st.Desc); err != nil {
+				return fail(i, st.Desc, err)
+			}
+		}
+	}
+	// NAT networks are ensured on every apply: that also restarts a dnsmasq
+	// that died (virtcon has no daemon to supervise it).
+	dns := natDNS(cfg)
+	for _, n := range cfg.Networks {
+		if n.Type != NetworkNAT {
+			continue
+		}
+		if err := EnsureNATWith(ctx, log, layout, n, NATOptions{DNSServers: dns}); err != nil {
+			return fail(len(steps), "nat network "+n.Name, err)
+		}
+		if !prevHas(prev, n.Name) {
+			nn := n
+			r.Add(func() error { return RemoveNAT(context.WithoutCancel(ctx), log, layout, nn.Name, nn.Bridge) })
+		}
+	}
+	for _, n := range removed {
+		if err := RemoveNAT(ctx, log, layout, n.Name, n.Bridge); err != nil {
+			return fail(len(steps), "remove nat network "+n.Name, err)
+		}
+	}
+	if err := record(layout, cfg); err != nil {
+		return fail(len(steps), "record "+AppliedFile(layout), err)
+	}
+	r.Success()
+	return res, nil
+}
+
+// record writes cfg to AppliedFile (0600), unless it already holds it:
+// a no-op apply does not touch the disk.
+func record(layout paths.Layout, cfg *Config) error {
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	data = append([]byte("# Written by virtcon: the last applied network configuration. Do not edit.\n"), data...)
+	path := AppliedFile(layout)
+	if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	return atomicfile.Write(path, data, 0o600)
+}
+
+// natChanges lists the nat networks cfg adds to and removes from prev.
+func natChanges(cfg, prev *Config) (added, removed []Network) {
+	had := map[string]Network{}
+	if prev != nil {
+		for _, n := range prev.Networks {
+			if n.Type == NetworkNAT {
+				had[n.Name] = n
+			}
+		}
+	}
+	for _, n := range cfg.Networks {
+		if n.Type != NetworkNAT {
+			continue
+		}
+		if old, ok := had[n.Name]; !ok || old != n {
+			added = append(added, n)
+		}
+		delete(had, n.Name)
+	}
+	for _, n := range had {
+		removed = append(removed, n)
+	}
+	sort.Slice(removed, func(i, j int) bool { return removed[i].Name < removed[j].Name })
+	return added, removed
+}
+
+// prevHas reports whether the previous configuration had a network name.
+func prevHas(prev *Config, name string) bool {
+	if prev == nil {
+		return false
+	}
+	for _, n := range prev.Networks {
+		if n.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// natDNS is the host's DNS servers, handed to NAT guests by DHCP.
+func natDNS(cfg *Config) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range cfg.DNS.Servers {
+		if a, err := netip.ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}

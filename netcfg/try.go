@@ -1,0 +1,390 @@
+package netcfg
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/virtcon/virtcon/internal/atomicfile"
+	"github.com/virtcon/virtcon/paths"
+)
+
+// Errors of the try workflow, for callers to branch on.
+var (
+	// ErrNoPendingTry: nothing to confirm, roll back or show.
+	ErrNoPendingTry = errors.New("no network try is pending")
+	// ErrTryPending: a try is pending; confirm it or roll it back first.
+	ErrTryPending = errors.New("a network try is already pending")
+	// ErrDeadlineTooShort: the try's deadline would not cover STP
+	// convergence and verification.
+	ErrDeadlineTooShort = errors.New("try deadline too short")
+)
+
+// TryMargin is the time a try's deadline must leave beyond STP
+// convergence: applying, verifying, and the gateway's answer.
+const TryMargin = 5 * time.Second
+
+// tryStopEarly ends apply and verify this long before the deadline, so
+// that Try gives up before the watchdog rolls back under it.
+const tryStopEarly = 500 * time.Millisecond
+
+// Pending is the on-disk record of a try awaiting confirmation
+// (<NetworkDir>/pending.json, 0600). The watchdog process reads it.
+type Pending struct {
+	ID          string    `json:"id"`
+	Started     time.Time `json:"started"`
+	Deadline    time.Time `json:"deadline"` // wall clock
+	WatchdogPID int       `json:"watchdogPid,omitempty"`
+	// BootID tells a record left by an earlier boot, whose watchdog is gone.
+	BootID string `json:"bootId,omitempty"`
+	// RollbackError is set when a rollback failed; the record stays so that
+	// `virt net rollback` can try again.
+	RollbackError string    `json:"rollbackError,omitempty"`
+	Snapshot      *Snapshot `json:"snapshot"`
+	// Applied is AppliedFile as it was before the try (nil: there was
+	// none); a rollback puts it back, so the record of what virtcon
+	// applied matches the restored links.
+	Applied []byte `json:"applied,omitempty"`
+}
+
+// restore puts the links and the applied-configuration record back as
+// they were before the try. recordPath is the pending record, which lives
+// beside AppliedFile.
+func (p *Pending) restore(ctx context.Context, recordPath string) error {
+	if err := p.Snapshot.Restore(ctx); err != nil {
+		return err
+	}
+	applied := filepath.Join(filepath.Dir(recordPath), "applied.yaml")
+	if p.Applied == nil {
+		if err := os.Remove(applied); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		return nil
+	}
+	return atomicfile.Write(applied, p.Applied, 0o600)
+}
+
+// Remaining is the time left before the rollback, never negative.
+func (p *Pending) Remaining(now time.Time) time.Duration {
+	return max(p.Deadline.Sub(now), 0)
+}
+
+// WatchdogRunning reports whether the record's watchdog process is alive
+// (in this boot, with this try's ID in its environment).
+func (p *Pending) WatchdogRunning() bool {
+	if p.WatchdogPID <= 0 || (p.BootID != "" && p.BootID != tryBootID()) {
+		return false
+	}
+	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.WatchdogPID), "environ"))
+	if err != nil {
+		return false
+	}
+	return bytes.Contains(append([]byte{0}, env...), []byte("\x00"+wdIDEnv+"="+p.ID+"\x00"))
+}
+
+// PendingPath is the pending try record of layout.
+func PendingPath(layout paths.Layout) string {
+	return filepath.Join(layout.NetworkDir(), "pending.json")
+}
+
+// PendingTry returns the pending try, or ErrNoPendingTry.
+func PendingTry(layout paths.Layout) (*Pending, error) {
+	p, err := tryRead(PendingPath(layout))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNoPendingTry
+	}
+	return p, err
+}
+
+// Confirm keeps the change of the pending try: it removes the record, and
+// the watchdog stands down.
+func Confirm(layout paths.Layout) error {
+	path := PendingPath(layout)
+	unlock, err := tryLock(path)
+	if err != nil {
+		return fmt.Errorf("confirm: %w", err)
+	}
+	defer unlock()
+	p, err := tryRead(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("confirm: %w (it may have been rolled back already)", ErrNoPendingTry)
+	}
+	if err != nil {
+		return fmt.Errorf("confirm: %w", err)
+	}
+	if err := tryRemove(path); err != nil {
+		return fmt.Errorf("confirm: %w", err)
+	}
+	wdWake(p)
+	return nil
+}
+
+// Rollback restores the pending try's snapshot now and removes the record.
+// When the restore fails the record stays, with the error, so that the
+// watchdog tries again at the deadline and Rollback can be run again.
+func Rollback(ctx context.Context, layout paths.Layout) error {
+	path := PendingPath(layout)
+	unlock, err := tryLock(path)
+	if err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	defer unlock()
+	p, err := tryRead(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("rollback: %w", ErrNoPendingTry)
+	}
+	if err != nil {
+		return fmt.Errorf("rollback: %w", err)
+	}
+	if err := p.restore(context.WithoutCancel(ctx), path); err != nil {
+		p.RollbackError = err.Error()
+		_ = tryWrite(path, p)
+		return fmt.Errorf("rollback: %w", err)
+	}
+	if err := tryRemove(path); err != nil {
+		return fmt.Errorf("rollback: restored, but %w", err)
+	}
+	wdWake(p)
+	return nil
+}
+
+// MinTryDeadline is the shortest deadline a try of cfg (may be nil) over
+// links may have: STPConvergence plus TryMargin.
+func MinTryDeadline(cfg *Config, links []string) time.Duration {
+	return STPConvergence(cfg, links) + TryMargin
+}
+
+// CheckTryDeadline refuses a deadline shorter than MinTryDeadline, with an
+// error that names --try and the minimum.
+func CheckTryDeadline(cfg *Config, links []string, deadline time.Duration) error {
+	least := MinTryDeadline(cfg, links)
+	if deadline >= least {
+		return nil
+	}
+	need := least.Round(time.Second)
+	if need < least {
+		need += time.Second
+	}
+	if stp := STPConvergence(cfg, links); stp > 0 {
+		return fmt.Errorf("%w: --try %v is shorter than %v: STP on the bridges involved takes %v (2 × forward delay) before ports forward, plus %v to apply and verify; use --try %v or longer",
+			ErrDeadlineTooShort, deadline, need, stp, TryMargin, need)
+	}
+	return fmt.Errorf("%w: --try %v is shorter than the %v needed to apply and verify; use --try %v or longer",
+		ErrDeadlineTooShort, deadline, need, need)
+}
+
+// Try applies a change that rolls itself back unless confirmed: it
+// snapshots links, records the pending try, starts the watchdog process
+// (which restores the snapshot at the deadline unless Confirm or Rollback
+// removed the record first, even if this process is killed), then runs
+// apply and verify, both bounded by the deadline. When either fails the
+// snapshot is restored at once, the record removed and the watchdog
+// stands down. On success it returns the pending try; the caller tells
+// the operator its deadline and `virt net confirm`.
+//
+// verify may be nil. Try refuses a deadline under MinTryDeadline(nil, links) and a second try
+// while one is pending (ErrTryPending). The caller should check the
+// deadline against its configuration first (CheckTryDeadline) and give
+// Verify a timeout that covers STPConvergence.
+func Try(ctx context.Context, log *slog.Logger, layout paths.Layout, links []string,
+	apply func(ctx context.Context) error, verify func(ctx context.Context) error,
+	deadline time.Duration) (*Pending, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := CheckTryDeadline(nil, links, deadline); err != nil {
+		return nil, fmt.Errorf("try: %w", err)
+	}
+	path := PendingPath(layout)
+	p, err := tryStart(ctx, log, layout, path, links, deadline)
+	if err != nil {
+		return nil, fmt.Errorf("try: %w", err)
+	}
+	log.Info("network try started", "id", p.ID, "deadline", p.Deadline.Format(time.RFC3339), "watchdog", p.WatchdogPID, "links", links)
+
+	// Stop before the deadline: past it the watchdog restores under us.
+	actx, cancel := context.WithDeadline(ctx, p.Deadline.Add(-tryStopEarly))
+	err = apply(actx)
+	if err != nil {
+		err = fmt.Errorf("apply: %w", err)
+	} else if verify != nil {
+		if err = verify(actx); err != nil {
+			err = fmt.Errorf("verify: %w", err)
+		}
+	}
+	cancel()
+	if err == nil && time.Until(p.Deadline) < tryStopEarly {
+		// Verified, but with no time left to confirm: as good as failed.
+		err = fmt.Errorf("apply and verify took until the deadline %s; use a longer --try", p.Deadline.Local().Format(time.RFC3339))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("try: %w", tryAbandon(ctx, log, path, p, err))
+	}
+	cur, err := tryRead(path)
+	if err != nil || cur.ID != p.ID {
+		return nil, fmt.Errorf("try: the deadline %s passed before the change was verified; the watchdog rolled it back", p.Deadline.Format(time.RFC3339))
+	}
+	return cur, nil
+}
+
+// tryStart records the try and starts its watchdog, under the lock.
+func tryStart(ctx context.Context, log *slog.Logger, layout paths.Layout, path string, links []string, deadline time.Duration) (*Pending, error) {
+	unlock, err := tryLock(path)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if old, err := tryRead(path); err == nil {
+		return nil, fmt.Errorf("%w (id %s, deadline %s): run `virt net confirm` or `virt net rollback` first",
+			ErrTryPending, old.ID, old.Deadline.Local().Format(time.RFC3339))
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %v", ErrTryPending, err)
+	}
+	snap, err := TakeSnapshot(ctx, links)
+	if err != nil {
+		return nil, err
+	}
+	applied, err := os.ReadFile(AppliedFile(layout))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	id, err := tryNewID()
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now()
+	p := &Pending{
+		ID:       id,
+		Started:  now.UTC(),
+		Deadline: now.Add(deadline).UTC(),
+		BootID:   tryBootID(),
+		Snapshot: snap,
+		Applied:  applied,
+	}
+	// The record exists before the watchdog, which reads it.
+	if err := tryWrite(path, p); err != nil {
+		return nil, err
+	}
+	pid, err := wdStart(log, layout, path, p.ID)
+	if err != nil {
+		_ = tryRemove(path)
+		return nil, fmt.Errorf("start the watchdog: %w", err)
+	}
+	p.WatchdogPID = pid
+	if err := tryWrite(path, p); err != nil {
+		_ = tryRemove(path)
+		wdWake(p)
+		return nil, err
+	}
+	return p, nil
+}
+
+// tryAbandon restores the snapshot after a failed apply or verify. If the
+// restore fails too, the record stays for the watchdog to retry at the
+// deadline.
+func tryAbandon(ctx context.Context, log *slog.Logger, path string, p *Pending, cause error) error {
+	unlock, err := tryLock(path)
+	if err != nil {
+		return fmt.Errorf("%w; and %v: the watchdog restores the previous state at %s", cause, err, p.Deadline.Local().Format(time.RFC3339))
+	}
+	defer unlock()
+	cur, err := tryRead(path)
+	if err != nil || cur.ID != p.ID {
+		return fmt.Errorf("%w; the watchdog has rolled back already", cause)
+	}
+	if rerr := p.restore(context.WithoutCancel(ctx), path); rerr != nil {
+		log.Error("network try: restore after failure failed", "id", p.ID, "err", rerr)
+		cur.RollbackError = rerr.Error()
+		_ = tryWrite(path, cur)
+		return fmt.Errorf("%w; restoring the previous state failed too (the watchdog tries again at %s): %v",
+			cause, p.Deadline.Local().Format(time.RFC3339), rerr)
+	}
+	if err := tryRemove(path); err != nil {
+		return fmt.Errorf("%w; the previous state is restored, but %v", cause, err)
+	}
+	wdWake(cur)
+	log.Info("network try failed; previous state restored", "id", p.ID, "err", cause)
+	return fmt.Errorf("%w; the previous state is restored", cause)
+}
+
+func tryRead(path string) (*Pending, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read pending try: %w", err)
+	}
+	var p Pending
+	if err := json.Unmarshal(b, &p); err != nil {
+		return nil, fmt.Errorf("read pending try %s: %w", path, err)
+	}
+	if p.ID == "" || p.Snapshot == nil {
+		return nil, fmt.Errorf("read pending try %s: no id or snapshot", path)
+	}
+	return &p, nil
+}
+
+func tryWrite(path string, p *Pending) error {
+	b, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("write pending try: %w", err)
+	}
+	return atomicfile.Write(path, append(b, '\n'), 0o600)
+}
+
+func tryRemove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove pending try: %w", err)
+	}
+	return nil
+}
+
+// tryLock serialises Try, Confirm, Rollback and the watchdog's rollback
+// with an flock beside the record; it is released when the file closes,
+// so also when its holder dies.
+func tryLock(recordPath string) (unlock func(), err error) {
+	dir := filepath.Dir(recordPath)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock pending try: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "pending.lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock pending try: %w", err)
+	}
+	for {
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		if !errors.Is(err, syscall.EINTR) {
+			break
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("lock pending try: %w", err)
+	}
+	return func() { f.Close() }, nil
+}
+
+func tryNewID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("try id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func tryBootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}
