@@ -47,6 +47,7 @@ bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm star
 	scripts/install-deps.sh libvirt-clients
 	scripts/libvirt-peer.sh
 	$(GO) run ./scripts/bench -virt bin/virt
+	$(GO) test -tags integration -count=1 -run 'TestApplyBenchIntegration' -v ./netcfg/ | grep -E 'apply|PASS|FAIL|ok'
 
 docs: build ## regenerate docs/cli-reference.md
 	bin/virt gen-docs docs/cli-reference.md

@@ -23,7 +23,8 @@ func newNetCmd(env *Env) *cobra.Command {
 		Use:   "net",
 		Short: "Host networking: bridges, VLANs, VM networks; applied by netlink with automatic rollback",
 	}
-	cmd.AddCommand(newNetShowCmd(env), newNetApplyCmd(env), newNetConfirmCmd(env), newNetRollbackCmd(env), newNetStatusCmd(env))
+	cmd.AddCommand(newNetShowCmd(env), newNetApplyCmd(env), newNetConfirmCmd(env), newNetRollbackCmd(env), newNetStatusCmd(env),
+		newNetBridgeCmd(env), newNetNATCmd(env))
 	return cmd
 }
 
@@ -91,71 +92,77 @@ Enslaving the interface that carries the default route needs --try.`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			layout := env.Layout()
-			opts := netcfg.ApplyOptions{DryRun: dryRun, AllowDefaultRouteChange: try > 0}
-			if try <= 0 || dryRun {
-				res, err := netcfg.Apply(ctx, env.Logger, layout, cfg, opts)
-				if err != nil {
-					return err
-				}
-				if !dryRun {
-					if err := saveNetworkFile(env, data); err != nil {
-						return err
-					}
-				}
-				return render(env.IO.Out, env.Output, res, func(w io.Writer) error {
-					for _, s := range res.Steps {
-						fmt.Fprintf(w, "%s\n", s)
-					}
-					fmt.Fprintf(w, "%d changes\n", len(res.Steps))
-					return nil
-				})
-			}
-			// snapshot what the new file touches and what the applied one did:
-			// a try that removes a bridge must be able to bring it back
-			links := cfg.Links()
-			if prev, err := netcfg.LoadApplied(layout); err == nil && prev != nil {
-				links = append(links, prev.Links()...)
-			}
-			slices.Sort(links)
-			links = slices.Compact(links)
-			// bridges the file creates with STP count too
-			if err := netcfg.CheckTryDeadline(cfg, links, try); err != nil {
-				return &UsageError{err}
-			}
-			verifyFor := max(try/2, netcfg.STPConvergence(cfg, links))
-			var res *netcfg.Result
-			pending, err := netcfg.Try(ctx, env.Logger, layout, links,
-				func(ctx context.Context) error {
-					var err error
-					res, err = netcfg.Apply(ctx, env.Logger, layout, cfg, opts)
-					return err
-				},
-				func(ctx context.Context) error { return netcfg.Verify(ctx, cfg, verifyFor) },
-				try)
-			if err != nil {
-				return err
-			}
-			// the file takes its place only on confirm: after a rollback the
-			// desired file still describes the live network
-			if err := atomicfile.Write(env.networkFile()+".pending", data, 0o600); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.IO.ErrOut, "applied; rolls back at %s unless you run: virt net confirm\n", pending.Deadline.Local().Format(time.TimeOnly))
-			return render(env.IO.Out, env.Output, map[string]any{"result": res, "pending": pending}, func(w io.Writer) error {
-				for _, s := range res.Steps {
-					fmt.Fprintf(w, "%s\n", s)
-				}
-				fmt.Fprintf(w, "pending until %s\n", pending.Deadline.Local().Format(time.RFC3339))
-				return nil
-			})
+			return applyNetwork(cmd, env, cfg, data, try, dryRun)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "network file (network.yaml)")
 	cmd.Flags().DurationVar(&try, "try", 0, "roll back after this long unless confirmed (e.g. 60s)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only print the steps")
 	return cmd
+}
+
+// applyNetwork applies cfg (whose file content is data), directly or as a
+// try, and records it as the desired network.yaml (on confirm, for a try).
+func applyNetwork(cmd *cobra.Command, env *Env, cfg *netcfg.Config, data []byte, try time.Duration, dryRun bool) error {
+	ctx := cmd.Context()
+	layout := env.Layout()
+	opts := netcfg.ApplyOptions{DryRun: dryRun, AllowDefaultRouteChange: try > 0}
+	if try <= 0 || dryRun {
+		res, err := netcfg.Apply(ctx, env.Logger, layout, cfg, opts)
+		if err != nil {
+			return err
+		}
+		if !dryRun {
+			if err := saveNetworkFile(env, data); err != nil {
+				return err
+			}
+		}
+		return render(env.IO.Out, env.Output, res, func(w io.Writer) error {
+			for _, s := range res.Steps {
+				fmt.Fprintf(w, "%s\n", s)
+			}
+			fmt.Fprintf(w, "%d changes\n", len(res.Steps))
+			return nil
+		})
+	}
+	// snapshot what the new file touches and what the applied one did:
+	// a try that removes a bridge must be able to bring it back
+	links := cfg.Links()
+	if prev, err := netcfg.LoadApplied(layout); err == nil && prev != nil {
+		links = append(links, prev.Links()...)
+	}
+	slices.Sort(links)
+	links = slices.Compact(links)
+	// bridges the file creates with STP count too
+	if err := netcfg.CheckTryDeadline(cfg, links, try); err != nil {
+		return &UsageError{err}
+	}
+	verifyFor := max(try/2, netcfg.STPConvergence(cfg, links))
+	var res *netcfg.Result
+	pending, err := netcfg.Try(ctx, env.Logger, layout, links,
+		func(ctx context.Context) error {
+			var err error
+			res, err = netcfg.Apply(ctx, env.Logger, layout, cfg, opts)
+			return err
+		},
+		func(ctx context.Context) error { return netcfg.Verify(ctx, cfg, verifyFor) },
+		try)
+	if err != nil {
+		return err
+	}
+	// the file takes its place only on confirm: after a rollback the
+	// desired file still describes the live network
+	if err := atomicfile.Write(env.networkFile()+".pending", data, 0o600); err != nil {
+		return err
+	}
+	fmt.Fprintf(env.IO.ErrOut, "applied; rolls back at %s unless you run: virt net confirm\n", pending.Deadline.Local().Format(time.TimeOnly))
+	return render(env.IO.Out, env.Output, map[string]any{"result": res, "pending": pending}, func(w io.Writer) error {
+		for _, s := range res.Steps {
+			fmt.Fprintf(w, "%s\n", s)
+		}
+		fmt.Fprintf(w, "pending until %s\n", pending.Deadline.Local().Format(time.RFC3339))
+		return nil
+	})
 }
 
 func saveNetworkFile(env *Env, data []byte) error {

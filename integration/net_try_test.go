@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,5 +99,46 @@ func TestIntegrationNetBadInput(t *testing.T) {
 	}
 	if linkExists(ns, "brok") {
 		t.Error("a refused file was partly applied")
+	}
+}
+
+// The imperative helpers edit network.yaml and apply it.
+func TestIntegrationNetImperative(t *testing.T) {
+	requireRoot(t)
+	ns := netns(t)
+	root := vmRoot(t)
+	vns(t, ns, root, "net", "bridge", "create", "bra", "--address", "10.55.0.1/24")
+	out, _ := exec.Command("ip", "-n", ns, "-o", "addr", "show", "dev", "bra").Output()
+	if !strings.Contains(string(out), "10.55.0.1/24") {
+		t.Fatalf("bridge bra lacks its address: %s", out)
+	}
+	var rows []struct {
+		Name    string
+		Managed bool
+	}
+	json.Unmarshal([]byte(vns(t, ns, root, "net", "bridge", "list", "-o", "json")), &rows)
+	if len(rows) != 1 || rows[0].Name != "bra" || !rows[0].Managed {
+		t.Errorf("bridge list = %+v; want bra, managed", rows)
+	}
+	if r := virtIn(t, ns, "--root", root, "net", "bridge", "create", "bra"); r.code != 2 {
+		t.Errorf("creating bra twice: exit %d; want 2", r.code)
+	}
+	vns(t, ns, root, "net", "nat", "create", "n1", "--subnet", "10.56.0.0/24")
+	if !linkExists(ns, "vcnat-n1") {
+		t.Fatal("nat create made no bridge")
+	}
+	if pids, _ := exec.Command("ip", "netns", "pids", ns).Output(); len(strings.Fields(string(pids))) == 0 {
+		t.Error("no dnsmasq runs for the nat network")
+	}
+	if out := vns(t, ns, root, "net", "show"); !strings.Contains(out, "in sync") {
+		t.Errorf("after the helpers, net show = %q", out)
+	}
+	vns(t, ns, root, "net", "nat", "delete", "n1")
+	vns(t, ns, root, "net", "bridge", "delete", "bra")
+	if linkExists(ns, "vcnat-n1") || linkExists(ns, "bra") {
+		t.Error("deleted bridges still exist")
+	}
+	if pids, _ := exec.Command("ip", "netns", "pids", ns).Output(); len(strings.Fields(string(pids))) != 0 {
+		t.Errorf("processes left in the namespace after nat delete: %s", pids)
 	}
 }

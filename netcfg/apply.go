@@ -77,9 +77,10 @@ func LoadApplied(layout paths.Layout) (*Config, error) {
 // step already done and returns a *StepError naming the failed step.
 // Applying the same configuration again does nothing (zero steps).
 //
-// DNS servers, search domains and the hostname are recorded in
-// AppliedFile but not written to /etc/resolv.conf or the host name yet;
-// management DHCP is recorded only (virtcon runs no DHCP client).
+// DNS servers and search domains are written to <root>/etc/resolv.conf,
+// the hostname to <root>/etc/hostname (and set in the kernel when the
+// root is /); management DHCP is recorded only (virtcon runs no DHCP
+// client).
 //
 // Callers serialise applies (a try and an apply must not interleave).
 func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts ApplyOptions) (*Result, error) {
@@ -192,6 +193,12 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 		if err := RemoveNAT(ctx, log, layout, n.Name, n.Bridge); err != nil {
 			return fail(len(steps), "remove nat network "+n.Name, err)
 		}
+	}
+	sys, err := applySystem(layout, cfg)
+	res.Steps = append(res.Steps, sys...)
+	res.Changed = len(res.Steps) > 0
+	if err != nil {
+		return fail(len(steps), "dns/hostname", err)
 	}
 	if err := record(layout, cfg); err != nil {
 		return fail(len(steps), "record "+AppliedFile(layout), err)

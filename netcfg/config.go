@@ -18,9 +18,9 @@ type Config struct {
 	Networks   []Network   `json:"networks,omitempty" yaml:"networks,omitempty"`
 }
 
-// DNS servers and search domains for the host. They (and Hostname) are
-// validated and recorded with the applied configuration; writing them to
-// /etc/resolv.conf and the host name is not done yet.
+// DNS servers and search domains for the host, written to
+// <root>/etc/resolv.conf by an apply (Hostname goes to <root>/etc/hostname).
+// A try's rollback restores links, not these files.
 type DNS struct {
 	Servers []string `json:"servers,omitempty" yaml:"servers,omitempty"`
 	Search  []string `json:"search,omitempty" yaml:"search,omitempty"`

@@ -335,3 +335,29 @@ func TestAppliedRecord(t *testing.T) {
 		t.Errorf("LoadApplied(damaged) = %v; want a 'damaged' error that is not ErrInvalid", err)
 	}
 }
+
+func TestApplySystemWritesUnderRoot(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	layout := paths.New(root)
+	cfg := &Config{Hostname: "kvm01", DNS: DNS{Servers: []string{"192.0.2.53", "2001:db8::53"}, Search: []string{"example.net"}}}
+	changed, err := applySystem(layout, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) != 2 {
+		t.Errorf("changes %v; want the two files", changed)
+	}
+	b, _ := os.ReadFile(filepath.Join(root, "etc/resolv.conf"))
+	for _, want := range []string{"search example.net\n", "nameserver 192.0.2.53\n", "nameserver 2001:db8::53\n"} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("resolv.conf lacks %q:\n%s", want, b)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "etc/hostname")); string(b) != "kvm01\n" {
+		t.Errorf("hostname file %q", b)
+	}
+	if changed, err := applySystem(layout, cfg); err != nil || len(changed) != 0 {
+		t.Errorf("second apply changed %v (%v); want nothing", changed, err)
+	}
+}
