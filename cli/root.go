@@ -38,6 +38,7 @@ func (e *Env) Layout() paths.Layout { return paths.New(e.Root) }
 func Main() int {
 	kvmprobe.MaybeRunChild()
 	netcfg.MaybeRunWatchdog()
+	netcfg.MaybeRunDHCPClient()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, os.Args[1:], System())

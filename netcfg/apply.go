@@ -79,8 +79,9 @@ func LoadApplied(layout paths.Layout) (*Config, error) {
 //
 // DNS servers and search domains are written to <root>/etc/resolv.conf,
 // the hostname to <root>/etc/hostname (and set in the kernel when the
-// root is /); management DHCP is recorded only (virtcon runs no DHCP
-// client).
+// root is /). With management DHCP, a detached DHCP client (this program,
+// see MaybeRunDHCPClient) is started unless one runs, and Apply waits for
+// its first lease; dropping DHCP stops it.
 //
 // Callers serialise applies (a try and an apply must not interleave).
 func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts ApplyOptions) (*Result, error) {
@@ -144,6 +145,8 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 	}
 	res.Changed = len(res.Steps) > 0
 	if opts.DryRun {
+		res.Steps = append(res.Steps, dhcpPlan(layout, cfg, prev)...)
+		res.Changed = len(res.Steps) > 0
 		return res, nil
 	}
 
@@ -192,6 +195,28 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 	for _, n := range removed {
 		if err := RemoveNAT(ctx, log, layout, n.Name, n.Bridge); err != nil {
 			return fail(len(steps), "remove nat network "+n.Name, err)
+		}
+	}
+	// The management DHCP client is ensured on every apply too: a client
+	// that died is started again.
+	wantDHCP, hadDHCP := dhcpIface(cfg), dhcpIface(prev)
+	if wantDHCP != "" {
+		started, err := ensureDHCPClient(ctx, log, layout, wantDHCP)
+		if err != nil {
+			return fail(len(steps), "start DHCP client on "+wantDHCP, err)
+		}
+		if started {
+			res.Steps = append(res.Steps, "start DHCP client on "+wantDHCP)
+			r.Add(func() error { _, err := stopDHCPClient(layout, wantDHCP); return err })
+		}
+	}
+	if hadDHCP != "" && hadDHCP != wantDHCP {
+		stopped, err := stopDHCPClient(layout, hadDHCP)
+		if err != nil {
+			return fail(len(steps), "stop DHCP client on "+hadDHCP, err)
+		}
+		if stopped {
+			res.Steps = append(res.Steps, "stop DHCP client on "+hadDHCP)
 		}
 	}
 	sys, err := applySystem(layout, cfg)

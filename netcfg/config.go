@@ -26,9 +26,9 @@ type DNS struct {
 	Search  []string `json:"search,omitempty" yaml:"search,omitempty"`
 }
 
-// Management is the interface that carries the host's own address. DHCP
-// is recorded only: virtcon runs no DHCP client; it brings the interface
-// up and leaves addressing to the host's own client.
+// Management is the interface that carries the host's own address. With
+// DHCP, Apply brings the interface up and runs virtcon's own detached
+// DHCPv4 client on it (see MaybeRunDHCPClient).
 type Management struct {
 	// Interface is a link name: a NIC, a bridge or a VLAN from this file.
 	Interface string   `json:"interface" yaml:"interface"`

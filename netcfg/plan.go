@@ -196,8 +196,8 @@ func (c *Config) gateway() (gw netip.Addr, link string) {
 // lifetime is not carried over); routes the kernel derives (proto kernel)
 // or learns from router advertisements are left for it to recreate.
 //
-// Management DHCP is only recorded: virtcon runs no DHCP client, so a
-// dhcp management interface is brought up and left to the host's client.
+// Management DHCP is not a plan step: Plan brings the interface up and
+// Apply then ensures the DHCP client that addresses it.
 func Plan(cfg *Config, live *State, prev *Config) []Step {
 	if prev == nil {
 		prev = &Config{}
