@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
+	"syscall"
 	"sort"
 	"strings"
 	"time"
@@ -28,6 +30,15 @@ func main() {
 	guest := flag.String("guest", "build/guest", "test guest directory (make guest)")
 	only := flag.String("only", "", "run only the host or vm benchmarks")
 	flag.Parse()
+	// an interrupted run still removes its VMs and libvirt domains; a
+	// closed stdout (| head) must not kill it before that either
+	signal.Ignore(syscall.SIGPIPE)
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sigs
+		fatal(fmt.Errorf("interrupted"))
+	}()
 	failed := false
 	if *only != "vm" {
 		failed = hostBench(*virt, *n)
