@@ -10,9 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
-	"syscall"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 )
 
