@@ -294,7 +294,11 @@ func (k *checker) hypervisor() Check {
 		c.Status, c.Detail = Unknown, "CPU flags unreadable"
 	case hasFlag(k.inv.CPU.Flags, "hypervisor"):
 		c.Status = Warn
-		c.Detail = "running under a hypervisor (" + k.inv.CPU.Hypervisor + "): KVM here is nested"
+		who := k.inv.CPU.Hypervisor
+		if who == "" {
+			who = "vendor not reported"
+		}
+		c.Detail = "running under a hypervisor (" + who + "): KVM here is nested"
 		c.Hint = "nested guests are slower and need nested virtualisation on the outer host; prefer bare metal for production"
 	default:
 		c.Status, c.Detail = Pass, "bare metal (no hypervisor CPU flag)"

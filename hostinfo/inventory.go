@@ -204,7 +204,7 @@ func (c *collector) hypervisorName() string {
 			return v
 		}
 	}
-	return "unknown"
+	return "" // the CPU says it is virtual but not whose
 }
 
 func hasFlag(flags []string, f string) bool {
