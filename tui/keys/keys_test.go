@@ -1,0 +1,30 @@
+package keys
+
+import (
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// TestEveryFunctionKeyHasLetterAlias: a console that drops F-keys must
+// still reach every action, and the legend must say how.
+func TestEveryFunctionKeyHasLetterAlias(t *testing.T) {
+	for _, b := range Default().ShortHelp() {
+		ks := b.Keys()
+		hasF, hasLetter := false, false
+		for _, k := range ks {
+			if len(k) >= 2 && k[0] == 'f' && unicode.IsDigit(rune(k[1])) {
+				hasF = true
+			}
+			if len(k) == 1 || strings.HasPrefix(k, "ctrl+") {
+				hasLetter = true
+			}
+		}
+		if hasF && !hasLetter {
+			t.Errorf("binding %v has a function key but no letter alias", ks)
+		}
+		if hasF && !strings.Contains(b.Help().Key, "/") {
+			t.Errorf("binding %v: legend %q does not show the alias", ks, b.Help().Key)
+		}
+	}
+}

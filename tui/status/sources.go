@@ -1,0 +1,110 @@
+package status
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/netcfg"
+	"github.com/virtcon/virtcon/paths"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// LiveSources reads the real host: state under layout, /proc and /sys
+// under hostRoot.
+func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources {
+	mgr := vm.NewManager(vm.Options{Layout: layout, Logger: log, HostRoot: hostRoot})
+	return Sources{
+		Host: func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
+			opts := hostinfo.Options{Root: hostRoot, Logger: log}
+			inv, err := hostinfo.Collect(ctx, opts)
+			if err != nil {
+				return nil, nil, err
+			}
+			return inv, hostinfo.RunChecks(ctx, inv, hostinfo.CheckOptions{Options: opts}), nil
+		},
+		VMs: mgr.List,
+		PendingTry: func() (*netcfg.Pending, error) {
+			p, err := netcfg.PendingTry(layout)
+			if errors.Is(err, netcfg.ErrNoPendingTry) {
+				return nil, nil
+			}
+			return p, err
+		},
+		Addresses:   InterfaceAddrs,
+		WebTerminal: func() bool { return Listening(hostRoot, WebPort) },
+	}
+}
+
+// InterfaceAddrs lists the addresses of the up, non-loopback interfaces.
+func InterfaceAddrs() ([]Addr, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	var out []Addr
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, err := ifc.Addrs()
+		if err != nil {
+			continue
+		}
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(ipn.IP)
+			if !ok || ip.IsLoopback() {
+				continue
+			}
+			ones, _ := ipn.Mask.Size()
+			out = append(out, Addr{Iface: ifc.Name, Prefix: netip.PrefixFrom(ip.Unmap(), ones)})
+		}
+	}
+	return out, nil
+}
+
+// Listening reports whether a TCP socket listens on port, from the
+// kernel's socket tables (/proc/net/tcp and tcp6): a local read, not a
+// connection attempt.
+func Listening(hostRoot string, port int) bool {
+	for _, f := range []string{"tcp", "tcp6"} {
+		if listeningIn(filepath.Join(hostRoot, "proc", "net", f), port) {
+			return true
+		}
+	}
+	return false
+}
+
+func listeningIn(path string, port int) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	want := ":" + hex4(port)
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		// sl local_address rem_address st …; 0A is TCP_LISTEN.
+		if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
+			return true
+		}
+	}
+	return false
+}
+
+func hex4(n int) string {
+	const digits = "0123456789ABCDEF"
+	return string([]byte{digits[n>>12&15], digits[n>>8&15], digits[n>>4&15], digits[n&15]})
+}

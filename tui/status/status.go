@@ -1,0 +1,595 @@
+// Package status is the DCUI's status screen, shown without login: what
+// the host is, how to reach it, whether it can run VMs, what runs on it
+// and whether a network change is on trial. It only reads; every read is a
+// tea.Cmd through an injected Sources, so Update never blocks and tests
+// never touch the host.
+package status
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/netcfg"
+	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/styles"
+	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// Addr is one management address.
+type Addr struct {
+	Iface  string
+	Prefix netip.Prefix
+}
+
+// Sources are the screen's collectors. Each is called from a tea.Cmd,
+// never from Update, so a slow one (a hung QMP socket, a KVM probe) only
+// delays its own part of the screen.
+type Sources struct {
+	// Host returns the inventory and the health report.
+	Host func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error)
+	// VMs lists the VMs (vm.Manager.List).
+	VMs func(ctx context.Context) ([]vm.Entry, error)
+	// PendingTry returns the network change on trial, nil when none.
+	PendingTry func() (*netcfg.Pending, error)
+	// Addresses lists the addresses of the up, non-loopback interfaces.
+	Addresses func() ([]Addr, error)
+	// WebTerminal reports whether something listens on WebPort.
+	WebTerminal func() bool
+}
+
+// WebPort is where the web terminal will listen.
+const WebPort = 8443
+
+// Refresh periods, in ticks of one second. The host checks are slow (the
+// KVM probe, `qemu --version`) and change rarely.
+const (
+	tick        = time.Second
+	fastEvery   = 5
+	hostEvery   = 60
+	loadTimeout = 30 * time.Second
+	maxAddrs    = 3
+)
+
+type (
+	hostMsg struct {
+		inv *hostinfo.Inventory
+		rep *hostinfo.Report
+		err error
+	}
+	vmsMsg struct {
+		vms []vm.Entry
+		err error
+	}
+	netMsg struct {
+		addrs   []Addr
+		pending *netcfg.Pending
+		web     bool
+		err     error
+	}
+	tickMsg struct{}
+)
+
+// Options configure the screen.
+type Options struct {
+	Product, Version string
+	// FixedSize keeps the size set with SetSize, ignoring the terminal's.
+	FixedSize bool
+}
+
+// Model is the status screen.
+type Model struct {
+	c    common.Common
+	src  Sources
+	opts Options
+
+	showHelp bool
+	ticks    int
+
+	inv     *hostinfo.Inventory
+	rep     *hostinfo.Report
+	hostErr error
+	vms     []vm.Entry
+	vmErr   error
+	addrs   []Addr
+	pending *netcfg.Pending
+	web     bool
+	netErr  error
+
+	// loaded: a result (or error) has arrived; busy: a load is in flight.
+	hostLoaded, vmsLoaded, netLoaded bool
+	hostBusy, vmsBusy, netBusy       bool
+}
+
+var _ common.Component = (*Model)(nil)
+
+// New returns the status screen.
+func New(c common.Common, src Sources, opts Options) *Model {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &Model{c: c, src: src, opts: opts}
+}
+
+// SetSize lays the screen out for w x h; 0x0 (a serial tty) means 80x24.
+func (m *Model) SetSize(w, h int) {
+	m.c.Width, m.c.Height = term.Size(w, h)
+}
+
+// Loaded reports whether every source has answered once.
+func (m *Model) Loaded() bool { return m.hostLoaded && m.vmsLoaded && m.netLoaded }
+
+// ShortHelp is the key legend.
+func (m *Model) ShortHelp() []key.Binding { return m.c.Keys.ShortHelp() }
+
+// FullHelp is the help screen.
+func (m *Model) FullHelp() [][]key.Binding { return m.c.Keys.FullHelp() }
+
+// Init starts every load and the clock.
+func (m *Model) Init() tea.Cmd {
+	return tea.Batch(m.loadHost(), m.loadVMs(), m.loadNet(), tickCmd())
+}
+
+func tickCmd() tea.Cmd { return tea.Tick(tick, func(time.Time) tea.Msg { return tickMsg{} }) }
+
+func (m *Model) loadHost() tea.Cmd {
+	if m.hostBusy || m.src.Host == nil {
+		return nil
+	}
+	m.hostBusy = true
+	f := m.src.Host
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		defer cancel()
+		inv, rep, err := f(ctx)
+		return hostMsg{inv, rep, err}
+	}
+}
+
+func (m *Model) loadVMs() tea.Cmd {
+	if m.vmsBusy || m.src.VMs == nil {
+		return nil
+	}
+	m.vmsBusy = true
+	f := m.src.VMs
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		defer cancel()
+		vms, err := f(ctx)
+		return vmsMsg{vms, err}
+	}
+}
+
+func (m *Model) loadNet() tea.Cmd {
+	if m.netBusy {
+		return nil
+	}
+	m.netBusy = true
+	src := m.src
+	return func() tea.Msg {
+		var msg netMsg
+		if src.Addresses != nil {
+			msg.addrs, msg.err = src.Addresses()
+		}
+		if src.PendingTry != nil {
+			p, err := src.PendingTry()
+			if err != nil && msg.err == nil {
+				msg.err = err
+			}
+			msg.pending = p
+		}
+		if src.WebTerminal != nil {
+			msg.web = src.WebTerminal()
+		}
+		return msg
+	}
+}
+
+// Update handles keys and load results. It never waits on I/O.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		if !m.opts.FixedSize {
+			m.SetSize(msg.Width, msg.Height)
+		}
+	case tea.KeyPressMsg:
+		k := m.c.Keys
+		switch {
+		case key.Matches(msg, k.Quit):
+			return m, tea.Quit
+		case key.Matches(msg, k.Help):
+			m.showHelp = !m.showHelp
+		case msg.String() == "esc":
+			m.showHelp = false
+		case key.Matches(msg, k.Refresh):
+			return m, tea.Batch(m.loadHost(), m.loadVMs(), m.loadNet())
+		case key.Matches(msg, k.Redraw):
+			return m, tea.ClearScreen
+		}
+	case hostMsg:
+		m.hostBusy, m.hostLoaded = false, true
+		m.hostErr = msg.err
+		if msg.err == nil {
+			m.inv, m.rep = msg.inv, msg.rep
+		} else if m.c.Logger != nil {
+			m.c.Logger.Warn("status: host", "err", msg.err)
+		}
+	case vmsMsg:
+		m.vmsBusy, m.vmsLoaded = false, true
+		m.vmErr = msg.err
+		if msg.err == nil {
+			m.vms = msg.vms
+		} else if m.c.Logger != nil {
+			m.c.Logger.Warn("status: vms", "err", msg.err)
+		}
+	case netMsg:
+		m.netBusy, m.netLoaded = false, true
+		m.addrs, m.pending, m.web, m.netErr = msg.addrs, msg.pending, msg.web, msg.err
+		if msg.err != nil && m.c.Logger != nil {
+			m.c.Logger.Warn("status: network", "err", msg.err)
+		}
+	case tickMsg:
+		m.ticks++
+		cmds := []tea.Cmd{tickCmd()}
+		if m.ticks%fastEvery == 0 {
+			cmds = append(cmds, m.loadVMs(), m.loadNet())
+		}
+		if m.ticks%hostEvery == 0 {
+			cmds = append(cmds, m.loadHost())
+		}
+		return m, tea.Batch(cmds...)
+	}
+	return m, nil
+}
+
+// View renders the screen on the alternate screen.
+func (m *Model) View() tea.View {
+	v := tea.NewView(m.Render())
+	v.AltScreen = true
+	return v
+}
+
+// Render is the screen as a string of exactly Height lines of Width cells.
+func (m *Model) Render() string {
+	s := m.c.Styles
+	w, h := term.Size(m.c.Width, m.c.Height)
+	iw, ih := max(w-2, 1), max(h-2, 1)
+	var body []string
+	if m.showHelp {
+		body = m.helpLines()
+	} else {
+		body = m.statusLines()
+	}
+	if len(body) > ih-1 {
+		body = body[:ih-1]
+	}
+	for len(body) < ih-1 {
+		body = append(body, "")
+	}
+	body = append(body, m.legend())
+	for i, l := range body {
+		l = ansi.Truncate(" "+l, iw, s.Ellipsis)
+		if pad := iw - lipgloss.Width(l); pad > 0 {
+			l += strings.Repeat(" ", pad)
+		}
+		body[i] = l
+	}
+	return s.Frame.Render(strings.Join(body, "\n"))
+}
+
+func (m *Model) legend() string {
+	s := m.c.Styles
+	var parts []string
+	for _, b := range m.ShortHelp() {
+		parts = append(parts, s.HelpKey.Render(b.Help().Key)+" "+s.HelpDesc.Render(b.Help().Desc))
+	}
+	return strings.Join(parts, "  ")
+}
+
+func (m *Model) helpLines() []string {
+	s := m.c.Styles
+	lines := []string{s.Title.Render("Help"), ""}
+	for _, col := range m.FullHelp() {
+		for _, b := range col {
+			lines = append(lines, fmt.Sprintf("  %-6s %s", b.Help().Key, b.Help().Desc))
+		}
+	}
+	return append(lines, "",
+		"Every function key has a letter: use the letter when F-keys do not",
+		"arrive (serial line, IPMI SOL, browser consoles).",
+		"",
+		s.Muted.Render("esc or F1/h closes this help."))
+}
+
+func (m *Model) loading() string { return m.c.Styles.Muted.Render("loading" + dots(m.c.Styles)) }
+
+func dots(s *styles.Styles) string {
+	if s.Ellipsis == "~" {
+		return "..."
+	}
+	return s.Ellipsis
+}
+
+func (m *Model) statusLines() []string {
+	s := m.c.Styles
+	now := m.c.Now()
+	product := m.opts.Product
+	if product == "" {
+		product = "virtcon"
+	}
+	host := ""
+	if m.inv != nil {
+		host = m.inv.Hostname
+	}
+	left := s.Title.Render(product + " " + m.opts.Version)
+	right := host + "  " + now.Format("2006-01-02 15:04:05")
+	gap := max(m.c.Width-4-lipgloss.Width(left)-lipgloss.Width(right), 1)
+	lines := []string{left + strings.Repeat(" ", gap) + right, ""}
+	lines = append(lines, m.managementLines()...)
+	lines = append(lines, "")
+	lines = append(lines, m.hostLines()...)
+	lines = append(lines, "")
+	lines = append(lines, m.healthLines()...)
+	lines = append(lines, "")
+	lines = append(lines, s.Section.Render("VMS      ")+" "+m.vmLine())
+	lines = append(lines, s.Section.Render("NETWORK  ")+" "+m.tryLine(now))
+	return lines
+}
+
+func (m *Model) managementLines() []string {
+	s := m.c.Styles
+	head := s.Section.Render("MANAGEMENT")
+	switch {
+	case !m.netLoaded:
+		return []string{head, "  " + m.loading()}
+	case m.netErr != nil && len(m.addrs) == 0:
+		return []string{head, "  " + s.Badgef(styles.Unknown) + " addresses unavailable: " + m.netErr.Error()}
+	case len(m.addrs) == 0:
+		return []string{head, "  " + s.Badgef(styles.Warning) + " no address: the host cannot be reached over the network"}
+	}
+	lines := []string{head}
+	for i, a := range m.addrs {
+		if i == maxAddrs-1 && len(m.addrs) > maxAddrs {
+			lines = append(lines, fmt.Sprintf("  %s %d more addresses", s.Bullet, len(m.addrs)-i))
+			break
+		}
+		url := ""
+		if !a.Prefix.Addr().IsLinkLocalUnicast() {
+			url = URL(a.Prefix.Addr())
+		}
+		lines = append(lines, fmt.Sprintf("  %-8s %-28s %s", a.Iface, a.Prefix, url))
+	}
+	if m.web {
+		lines = append(lines, "  web terminal listening on port 8443")
+	} else {
+		lines = append(lines, "  "+s.Muted.Render("web terminal not installed: use SSH or this console"))
+	}
+	return lines
+}
+
+// URL is the web terminal address for a host address.
+func URL(a netip.Addr) string {
+	return "https://" + netip.AddrPortFrom(a.WithZone(""), WebPort).String() + "/"
+}
+
+func (m *Model) hostLines() []string {
+	s := m.c.Styles
+	head := s.Section.Render("HOST")
+	if !m.hostLoaded {
+		return []string{head, "  " + m.loading()}
+	}
+	if m.inv == nil {
+		msg := "unavailable"
+		if m.hostErr != nil {
+			msg += ": " + m.hostErr.Error()
+		}
+		return []string{head, "  " + s.Badgef(styles.Unknown) + " " + msg}
+	}
+	inv := m.inv
+	cpu := strings.NewReplacer("(R)", "", "(TM)", "", " CPU ", " ").Replace(inv.CPU.Model)
+	if cpu == "" {
+		cpu = "unknown model"
+	}
+	var counts []string
+	for _, c := range []struct {
+		n    *int
+		unit string
+	}{{inv.CPU.Sockets, "socket"}, {inv.CPU.Cores, "core"}, {inv.CPU.Threads, "thread"}} {
+		if c.n != nil {
+			counts = append(counts, plural(*c.n, c.unit))
+		}
+	}
+	if len(counts) > 0 {
+		cpu += ", " + strings.Join(counts, " ")
+	}
+	mem := "unknown"
+	if t := inv.Memory.TotalBytes; t != nil {
+		mem = gib(*t) + " total"
+		if a := inv.Memory.AvailableBytes; a != nil {
+			mem += ", " + gib(*a) + " available"
+		}
+	}
+	numa := "unknown"
+	if n := inv.NUMA.Nodes; n != nil {
+		numa = plural(len(n), "node")
+		var parts []string
+		for _, node := range n {
+			if node.MemTotalBytes != nil {
+				parts = append(parts, fmt.Sprintf("node%d %s", node.ID, gib(*node.MemTotalBytes)))
+			}
+		}
+		if len(parts) > 0 {
+			numa += ": " + strings.Join(parts, ", ")
+		}
+	}
+	return []string{head,
+		"  " + s.Label.Render("CPU     ") + " " + cpu,
+		"  " + s.Label.Render("Memory  ") + " " + mem,
+		"  " + s.Label.Render("NUMA    ") + " " + numa,
+	}
+}
+
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}
+
+func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
+
+func level(st hostinfo.Status) styles.Level {
+	switch st {
+	case hostinfo.Pass:
+		return styles.OK
+	case hostinfo.Warn:
+		return styles.Warning
+	case hostinfo.Fail:
+		return styles.Failure
+	}
+	return styles.Unknown
+}
+
+// severity orders statuses for "worst": FAIL, then WARN, then UNKNOWN.
+func severity(st hostinfo.Status) int {
+	switch st {
+	case hostinfo.Fail:
+		return 3
+	case hostinfo.Warn:
+		return 2
+	case hostinfo.Unknown:
+		return 1
+	}
+	return 0
+}
+
+// Worst returns the most severe check (the first of equals), and false when
+// every check passed.
+func Worst(r *hostinfo.Report) (hostinfo.Check, bool) {
+	var worst hostinfo.Check
+	found := false
+	for _, c := range r.Checks {
+		if severity(c.Status) > 0 && (!found || severity(c.Status) > severity(worst.Status)) {
+			worst, found = c, true
+		}
+	}
+	return worst, found
+}
+
+func (m *Model) healthLines() []string {
+	s := m.c.Styles
+	head := s.Section.Render("HEALTH")
+	if !m.hostLoaded {
+		return []string{head, "  " + m.loading()}
+	}
+	if m.rep == nil {
+		return []string{head, "  " + s.Badgef(styles.Unknown) + " checks unavailable"}
+	}
+	r := m.rep
+	al := styles.OK
+	switch r.Acceleration {
+	case hostinfo.AccelTCG:
+		al = styles.Warning
+	case hostinfo.AccelKVM:
+	default:
+		al = styles.Failure
+	}
+	accel := "  " + s.Badgef(al) + " acceleration: " + r.Acceleration
+	if r.AccelerationReason != "" {
+		accel += " (" + r.AccelerationReason + ")"
+	}
+	lines := []string{head, accel}
+	c, ok := Worst(r)
+	if !ok {
+		return append(lines, "  "+s.Badgef(styles.OK)+" "+plural(len(r.Checks), "check")+" passed")
+	}
+	lines = append(lines, "  "+s.Badgef(level(c.Status))+" "+c.ID+": "+c.Detail)
+	if c.Hint != "" {
+		lines = append(lines, "         "+s.Hint.Render("hint: "+c.Hint))
+	}
+	return lines
+}
+
+// phaseOrder puts the phases an operator acts on first.
+var phaseOrder = []string{vm.PhaseRunning, vm.PhasePaused, vm.PhaseShuttingDown, vm.PhaseUnresponsive, vm.PhaseError, vm.PhaseStopped}
+
+func (m *Model) vmLine() string {
+	s := m.c.Styles
+	switch {
+	case !m.vmsLoaded:
+		return m.loading()
+	case m.vmErr != nil:
+		return s.Badgef(styles.Unknown) + " unavailable: " + m.vmErr.Error()
+	case len(m.vms) == 0:
+		return "none defined"
+	}
+	byPhase := map[string]int{}
+	for _, e := range m.vms {
+		p := e.Phase
+		if p == "" {
+			p = strings.ToLower(e.Class)
+		}
+		byPhase[p]++
+	}
+	var parts []string
+	for _, p := range phaseOrder {
+		if n := byPhase[p]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, strings.ToLower(p)))
+			delete(byPhase, p)
+		}
+	}
+	rest := make([]string, 0, len(byPhase))
+	for p := range byPhase {
+		rest = append(rest, p)
+	}
+	sort.Strings(rest)
+	for _, p := range rest {
+		parts = append(parts, fmt.Sprintf("%d %s", byPhase[p], strings.ToLower(p)))
+	}
+	line := strings.Join(parts, ", ") + fmt.Sprintf(" (%d total)", len(m.vms))
+	if byPhaseBad := m.countPhases(vm.PhaseError, vm.PhaseUnresponsive); byPhaseBad > 0 {
+		line = s.Badgef(styles.Warning) + " " + line
+	}
+	return line
+}
+
+func (m *Model) countPhases(phases ...string) int {
+	n := 0
+	for _, e := range m.vms {
+		for _, p := range phases {
+			if e.Phase == p {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func (m *Model) tryLine(now time.Time) string {
+	s := m.c.Styles
+	switch {
+	case !m.netLoaded:
+		return m.loading()
+	case m.pending == nil:
+		return "no change on trial"
+	case m.pending.RollbackError != "":
+		return s.Badgef(styles.Failure) + " rollback failed: " + m.pending.RollbackError + " (virt net rollback)"
+	}
+	left := m.pending.Remaining(now).Round(time.Second)
+	return s.Badgef(styles.Warning) + fmt.Sprintf(" change on trial: rollback in %d:%02d; keep it: virt net confirm",
+		int(left.Minutes()), int(left.Seconds())%60)
+}
+
+// FixSize keeps m at its current size whatever the terminal reports (the
+// --size override).
+func FixSize(m *Model) { m.opts.FixedSize = true }
