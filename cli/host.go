@@ -57,7 +57,7 @@ with a hard timeout. Exit code 3 when any check FAILs.`,
 			rep := hostinfo.RunChecks(ctx, inv, hostinfo.CheckOptions{Options: env.hostOptions(), ProbeTimeout: timeout})
 			if env.HostRoot == "/" && inv.OS.BootID != "" {
 				// Remember the verdict for this boot so VM starts skip the probe.
-				c := hostinfo.AccelCache{BootID: inv.OS.BootID, Acceleration: rep.Acceleration, Reason: rep.AccelerationReason, CheckedAt: time.Now().UTC()}
+				c := hostinfo.AccelCache{BootID: inv.OS.BootID, Acceleration: rep.Acceleration, Reason: rep.AccelerationReason, CheckedAt: time.Now().UTC(), Probe: rep.Probe}
 				if err := hostinfo.SaveAccelCache(env.Layout().AccelCacheFile(), c); err != nil {
 					env.Logger.Debug("acceleration verdict not cached", "err", err)
 				}

@@ -19,6 +19,9 @@ type AccelCache struct {
 	Acceleration string    `json:"acceleration"`
 	Reason       string    `json:"reason"`
 	CheckedAt    time.Time `json:"checkedAt"`
+	// Probe is the probe result the verdict came from, so a cached check
+	// report is as complete as a fresh one.
+	Probe *kvmprobe.Result `json:"probe,omitempty"`
 }
 
 // SaveAccelCache writes the verdict atomically.
@@ -57,6 +60,7 @@ func Acceleration(ctx context.Context, opts Options, cachePath string, probe Pro
 	if c, err := LoadAccelCache(cachePath, boot); err == nil && (c.Acceleration == AccelKVM || c.Acceleration == AccelTCG) {
 		return c.Acceleration, c.Reason + " (cached for this boot)"
 	}
+	var res kvmprobe.Result
 	if !h.exists("dev/kvm") {
 		accel, reason = AccelTCG, "no /dev/kvm"
 	} else {
@@ -65,7 +69,7 @@ func Acceleration(ctx context.Context, opts Options, cachePath string, probe Pro
 				return kvmprobe.Run(ctx, kvmprobe.Options{Device: dev, Logger: opts.logger()})
 			}
 		}
-		res := probe(ctx, h.path("dev/kvm"))
+		res = probe(ctx, h.path("dev/kvm"))
 		if ok, why := res.Verdict(); ok {
 			accel, reason = AccelKVM, "the KVM probe ran guest code at hardware speed"
 		} else {
@@ -73,7 +77,11 @@ func Acceleration(ctx context.Context, opts Options, cachePath string, probe Pro
 		}
 	}
 	if boot != "" {
-		if err := SaveAccelCache(cachePath, AccelCache{BootID: boot, Acceleration: accel, Reason: reason, CheckedAt: time.Now().UTC()}); err != nil {
+		c := AccelCache{BootID: boot, Acceleration: accel, Reason: reason, CheckedAt: time.Now().UTC()}
+		if res.Stage != "" {
+			c.Probe = &res
+		}
+		if err := SaveAccelCache(cachePath, c); err != nil {
 			opts.logger().Debug("acceleration verdict not cached", "err", err)
 		}
 	}
@@ -95,4 +103,23 @@ func Capacity(root string) (cpus, memoryMiB int) {
 		memoryMiB = int(m["MemTotal"] >> 20)
 	}
 	return cpus, memoryMiB
+}
+
+// CachedProbe returns a ProbeFunc that answers from the per-boot cache
+// written by `virt host check` (or a VM start) when it holds a probe
+// result for this boot, and runs fallback otherwise. Screens that refresh
+// their checks often use it, so they do not run guest code every time.
+func CachedProbe(opts Options, cachePath string, fallback ProbeFunc) ProbeFunc {
+	return func(ctx context.Context, dev string) kvmprobe.Result {
+		boot, _ := opts.fs().readString("proc/sys/kernel/random/boot_id")
+		if c, err := LoadAccelCache(cachePath, boot); err == nil && c.Probe != nil {
+			return *c.Probe
+		}
+		if fallback == nil {
+			fallback = func(ctx context.Context, dev string) kvmprobe.Result {
+				return kvmprobe.Run(ctx, kvmprobe.Options{Device: dev, Logger: opts.logger()})
+			}
+		}
+		return fallback(ctx, dev)
+	}
 }

@@ -48,6 +48,8 @@ type Report struct {
 	Checks             []Check `json:"checks" yaml:"checks"`
 	Acceleration       string  `json:"acceleration" yaml:"acceleration"`
 	AccelerationReason string  `json:"accelerationReason" yaml:"accelerationReason"`
+	// Probe is the KVM probe's raw result, nil when it did not run.
+	Probe *kvmprobe.Result `json:"-" yaml:"-"`
 }
 
 func apiCheck(r *Report) Check {
@@ -118,6 +120,7 @@ func RunChecks(ctx context.Context, inv *Inventory, opts CheckOptions) *Report {
 	add := func(c ...Check) { r.Checks = append(r.Checks, c...) }
 	add(k.cpuFlags(), k.kvmModule(), k.kvmDevice())
 	probe, probeCheck := k.kvmProbe(ctx)
+	r.Probe = probe
 	add(k.kvmAPI(probe, probeCheck), probeCheck)
 	add(k.hypervisor(), k.nested())
 	add(k.iommuFirmware(), k.iommuKernel())

@@ -109,6 +109,9 @@ func TestIntegrationHostCheckTellsTheTruth(t *testing.T) {
 	if c.Acceleration != rep.Acceleration {
 		t.Errorf("cached acceleration %q; report says %q", c.Acceleration, rep.Acceleration)
 	}
+	if c.Probe == nil || c.Probe.Stage == "" {
+		t.Errorf("the cache holds no probe result for screens to reuse: %+v", c)
+	}
 }
 
 // A probe that does not finish is killed at its deadline and reported as

@@ -28,7 +28,9 @@ func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources
 			if err != nil {
 				return nil, nil, err
 			}
-			return inv, hostinfo.RunChecks(ctx, inv, hostinfo.CheckOptions{Options: opts}), nil
+			// the probe runs guest code: answer from this boot's cache
+			probe := hostinfo.CachedProbe(opts, layout.AccelCacheFile(), nil)
+			return inv, hostinfo.RunChecks(ctx, inv, hostinfo.CheckOptions{Options: opts, Probe: probe}), nil
 		},
 		VMs: mgr.List,
 		PendingTry: func() (*netcfg.Pending, error) {
