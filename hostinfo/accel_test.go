@@ -24,7 +24,10 @@ func TestCachedProbe(t *testing.T) {
 		t.Fatal(err)
 	}
 	calls := 0
-	fallback := func(context.Context, string) kvmprobe.Result { calls++; return kvmprobe.Result{Stage: kvmprobe.StageOpen} }
+	fallback := func(context.Context, string) kvmprobe.Result {
+		calls++
+		return kvmprobe.Result{Stage: kvmprobe.StageOpen}
+	}
 	probe := CachedProbe(Options{Root: root}, cache, fallback)
 	if got := probe(context.Background(), "/dev/kvm"); got.ItersPerSec != 3e9 || calls != 0 {
 		t.Errorf("with a cache of this boot: got %+v after %d fallback calls; want the cached result and none", got, calls)
