@@ -3,8 +3,8 @@ package netcfg
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
+
+	"github.com/virtcon/virtcon/internal/fielderr"
 )
 
 // ErrInvalid is wrapped by every error about the configuration itself (bad
@@ -19,32 +19,20 @@ type FieldError struct {
 	Msg   string
 }
 
-func (e *FieldError) Error() string {
-	if e.Value == nil {
-		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s (got %s)", e.Field, e.Msg, quote(e.Value))
-}
+func (e *FieldError) Error() string { return fielderr.Format(e.Field, e.Value, e.Msg) }
 
 // Is makes errors.Is(fe, ErrInvalid) true for a lone FieldError too.
 func (e *FieldError) Is(target error) bool { return target == ErrInvalid }
-
-func quote(v any) string {
-	if s, ok := v.(string); ok {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprint(v)
-}
 
 // ValidationError lists every problem found, so one run shows them all.
 type ValidationError struct{ Errs []*FieldError }
 
 func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Errs))
+	msgs := make([]string, len(e.Errs))
 	for i, fe := range e.Errs {
-		parts[i] = fe.Error()
+		msgs[i] = fe.Error()
 	}
-	return "invalid network configuration: " + strings.Join(parts, "; ")
+	return fielderr.Join(ErrInvalid, msgs)
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.

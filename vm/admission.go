@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/google/uuid"
+	"github.com/virtcon/virtcon/internal/fielderr"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -26,29 +27,17 @@ type FieldError struct {
 	Msg   string
 }
 
-func (e *FieldError) Error() string {
-	if e.Value == nil {
-		return fmt.Sprintf("%s: %s", e.Field, e.Msg)
-	}
-	return fmt.Sprintf("%s: %s (got %s)", e.Field, e.Msg, quote(e.Value))
-}
-
-func quote(v any) string {
-	if s, ok := v.(string); ok {
-		return strconv.Quote(s)
-	}
-	return fmt.Sprint(v)
-}
+func (e *FieldError) Error() string { return fielderr.Format(e.Field, e.Value, e.Msg) }
 
 // ValidationError lists every problem found, so one run shows them all.
 type ValidationError struct{ Errs []*FieldError }
 
 func (e *ValidationError) Error() string {
-	parts := make([]string, len(e.Errs))
+	msgs := make([]string, len(e.Errs))
 	for i, fe := range e.Errs {
-		parts[i] = fe.Error()
+		msgs[i] = fe.Error()
 	}
-	return "invalid virtual machine: " + strings.Join(parts, "; ")
+	return fielderr.Join(ErrInvalid, msgs)
 }
 
 // Is makes errors.Is(err, ErrInvalid) true.
