@@ -56,7 +56,7 @@ func TestDHCPClientIntegration(t *testing.T) {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	host, server := natNewNS(t), natNewNS(t)
+	host, server := newTestNS(t), newTestNS(t)
 	host.must(t, func() error {
 		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: link}, PeerName: peer}); err != nil {
 			return err

@@ -18,7 +18,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,7 +28,6 @@ import (
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/virtcon/virtcon/paths"
@@ -48,59 +46,7 @@ func natRequire(t *testing.T, bins ...string) {
 	}
 }
 
-// natTestNS is a network namespace made for one test.
-type natTestNS struct{ h netns.NsHandle }
-
-func natNewNS(t *testing.T) *natTestNS {
-	t.Helper()
-	ns := &natTestNS{}
-	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread dies with this goroutine instead of
-		// going back to the pool inside the namespace.
-		runtime.LockOSThread()
-		h, err := netns.New()
-		if err != nil {
-			errc <- fmt.Errorf("new netns: %w", err)
-			return
-		}
-		ns.h = h
-		lo, err := netlink.LinkByName("lo")
-		if err == nil {
-			err = netlink.LinkSetUp(lo)
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.h.Close() })
-	return ns
-}
-
-// run calls fn on a thread inside the namespace; children that fn starts
-// (dnsmasq, udhcpc) are born in it.
-func (ns *natTestNS) run(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked, as above
-		if err := netns.Set(ns.h); err != nil {
-			errc <- fmt.Errorf("setns: %w", err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
-
-func (ns *natTestNS) must(t *testing.T, fn func() error) {
-	t.Helper()
-	if err := ns.run(fn); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (ns *natTestNS) handle(t *testing.T) *netlink.Handle {
+func (ns *testNS) handle(t *testing.T) *netlink.Handle {
 	t.Helper()
 	h, err := netlink.NewHandleAt(ns.h)
 	if err != nil {
@@ -110,7 +56,7 @@ func (ns *natTestNS) handle(t *testing.T) *netlink.Handle {
 	return h
 }
 
-func (ns *natTestNS) nft(t *testing.T) *nftables.Conn {
+func (ns *testNS) nft(t *testing.T) *nftables.Conn {
 	t.Helper()
 	c, err := nftables.New(nftables.WithNetNSFd(int(ns.h)))
 	if err != nil {
@@ -151,7 +97,7 @@ func natTestProcs(root string) []int {
 // natSetup makes a namespace and a layout, and cleans both up: RemoveNAT
 // of every network named, then a kill of anything left that this test's
 // root shows it started.
-func natSetup(t *testing.T) (context.Context, *slog.Logger, *natTestNS, paths.Layout) {
+func natSetup(t *testing.T) (context.Context, *slog.Logger, *testNS, paths.Layout) {
 	t.Helper()
 	natRequire(t, "/dev/net/tun")
 	if _, err := dnsmasqBinary(); err != nil {
@@ -164,13 +110,13 @@ func natSetup(t *testing.T) (context.Context, *slog.Logger, *natTestNS, paths.La
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	})
-	ns := natNewNS(t)
+	ns := newTestNS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx, natTestLog(t), ns, layout
 }
 
-func natCleanup(t *testing.T, ns *natTestNS, layout paths.Layout, n Network) {
+func natCleanup(t *testing.T, ns *testNS, layout paths.Layout, n Network) {
 	t.Cleanup(func() {
 		err := ns.run(func() error {
 			return RemoveNAT(context.Background(), slog.New(slog.DiscardHandler), layout, n.Name, n.Bridge)
@@ -192,7 +138,7 @@ type natState struct {
 	rules      map[string][]string // chain -> "handle comment"
 }
 
-func natReadState(t *testing.T, ns *natTestNS, layout paths.Layout, n Network) natState {
+func natReadState(t *testing.T, ns *testNS, layout paths.Layout, n Network) natState {
 	t.Helper()
 	files := natFilesFor(layout, n.Name)
 	var st natState
@@ -320,8 +266,8 @@ func TestNATDnsmasqDetached(t *testing.T) {
 func TestNATClientLease(t *testing.T) {
 	natRequire(t, "/bin/busybox")
 	ctx, log, srv, layout := natSetup(t)
-	cli := natNewNS(t)
-	up := natNewNS(t)
+	cli := newTestNS(t)
+	up := newTestNS(t)
 	n := Network{Name: "lease", Type: "nat", Bridge: "vcbr-lease", Subnet: "10.77.2.0/24"}
 	natCleanup(t, srv, layout, n)
 	srv.must(t, func() error { return EnsureNAT(ctx, log, layout, n) })
@@ -452,7 +398,7 @@ exit 0
 
 // natCheckMasqRule reads the nat chain back and looks for "ip saddr SUBNET
 // ... masquerade".
-func natCheckMasqRule(t *testing.T, ns *natTestNS, n Network) {
+func natCheckMasqRule(t *testing.T, ns *testNS, n Network) {
 	t.Helper()
 	natChain, _ := nftChains(n.Name)
 	rules, err := ns.nft(t).GetRules(nftTable(), natChain)

@@ -35,7 +35,7 @@ func tapOpenLikeQEMU(name string) (int, error) {
 
 func TestTAPLifecycle(t *testing.T) {
 	natRequire(t, "/dev/net/tun")
-	ns := natNewNS(t)
+	ns := newTestNS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	h := ns.handle(t)

@@ -19,14 +19,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
 	"github.com/virtcon/virtcon/paths"
@@ -52,66 +50,14 @@ func tryRequireRoot(t *testing.T) {
 	}
 }
 
-// tryNS is a network namespace made for one test.
-type tryNS struct{ h netns.NsHandle }
-
-func tryNewNS(t *testing.T) *tryNS {
-	t.Helper()
-	ns := &tryNS{}
-	errc := make(chan error, 1)
-	go func() {
-		// Never unlocked: the thread dies with this goroutine instead of
-		// going back to the pool inside the namespace.
-		runtime.LockOSThread()
-		h, err := netns.New()
-		if err != nil {
-			errc <- fmt.Errorf("new netns: %w", err)
-			return
-		}
-		ns.h = h
-		lo, err := netlink.LinkByName("lo")
-		if err == nil {
-			err = netlink.LinkSetUp(lo)
-		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.h.Close() })
-	return ns
-}
-
-// run calls fn on a thread inside the namespace; processes fn starts are
-// born in it.
-func (ns *tryNS) run(fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked, as above
-		if err := netns.Set(ns.h); err != nil {
-			errc <- fmt.Errorf("setns: %w", err)
-			return
-		}
-		errc <- fn()
-	}()
-	return <-errc
-}
-
-func (ns *tryNS) must(t *testing.T, fn func() error) {
-	t.Helper()
-	if err := ns.run(fn); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // tryTopo is a host namespace whose uplink up0 (192.0.2.1/24, default
 // route via the peer) is a veth to peer0 (192.0.2.2/24) in a peer
 // namespace that runs a UDP echo server.
-type tryTopo struct{ host, peer *tryNS }
+type tryTopo struct{ host, peer *testNS }
 
 func tryNewTopo(t *testing.T) *tryTopo {
 	t.Helper()
-	tp := &tryTopo{host: tryNewNS(t), peer: tryNewNS(t)}
+	tp := &tryTopo{host: newTestNS(t), peer: newTestNS(t)}
 	tp.host.must(t, func() error {
 		la := netlink.NewLinkAttrs()
 		la.Name = "up0"
