@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/internal/redact"
 	"github.com/virtcon/virtcon/vm"
 	"golang.org/x/term"
 )
@@ -256,15 +257,24 @@ func newVMListCmd(env *Env) *cobra.Command {
 }
 
 func newVMShowCmd(env *Env) *cobra.Command {
-	return &cobra.Command{
-		Use:               "show NAME",
-		Short:             "Show a VM's manifest and live status (secrets redacted in table view)",
+	var secrets bool
+	cmd := &cobra.Command{
+		Use:   "show NAME",
+		Short: "Show a VM's manifest and live status (cloud-init user data redacted unless --show-secrets)",
+		Long: `Show a VM's manifest with its live status. Cloud-init user data is shown as
+[REDACTED] unless --show-secrets; applying a manifest whose user data is
+[REDACTED] keeps the stored user data, so show -o yaml | apply -f - round-trips.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			v, e, err := env.vms().Get(cmd.Context(), args[0])
 			if err != nil {
 				return err
+			}
+			if !secrets && v.Spec.CloudInit != nil && v.Spec.CloudInit.UserData != "" {
+				ci := *v.Spec.CloudInit
+				ci.UserData = redact.Mask
+				v.Spec.CloudInit = &ci
 			}
 			return render(env.IO.Out, env.Output, v, func(w io.Writer) error {
 				fmt.Fprintf(w, "Name:\t%s\nUID:\t%s\nClass:\t%s\nPhase:\t%s\n", e.Name, e.UID, e.Class, e.Phase)
@@ -284,7 +294,7 @@ func newVMShowCmd(env *Env) *cobra.Command {
 					fmt.Fprintf(w, "Kernel:\t%s\nInitrd:\t%s\nCmdline:\t%s\n", b.Kernel, dash(b.Initrd), b.Cmdline)
 				}
 				if v.Spec.CloudInit != nil && v.Spec.CloudInit.UserData != "" {
-					fmt.Fprintf(w, "Cloud-init:\tuser data set (%d bytes, not shown)\n", len(v.Spec.CloudInit.UserData))
+					fmt.Fprintf(w, "Cloud-init:\tuser data set (not shown)\n")
 				}
 				if e.Message != "" {
 					fmt.Fprintf(w, "Note:\t%s\n", e.Message)
@@ -293,6 +303,8 @@ func newVMShowCmd(env *Env) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&secrets, "show-secrets", false, "print cloud-init user data as stored")
+	return cmd
 }
 
 func newVMStartCmd(env *Env) *cobra.Command {

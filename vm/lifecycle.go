@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/internal/flock"
+	"github.com/virtcon/virtcon/internal/redact"
 	"github.com/virtcon/virtcon/internal/revert"
 	"github.com/virtcon/virtcon/qmp"
 )
@@ -133,6 +134,13 @@ func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, 
 			l.Release()
 			return nil, err
 		}
+	}
+	// a manifest printed by `virt vm show` carries the user data masked:
+	// keep what is stored rather than write the mask
+	if in.Spec.CloudInit != nil && in.Spec.CloudInit.UserData == redact.Mask && vm.Spec.CloudInit != nil {
+		ci := *in.Spec.CloudInit
+		ci.UserData = vm.Spec.CloudInit.UserData
+		in.Spec.CloudInit = &ci
 	}
 	res := &ApplyResult{VM: vm, Action: "unchanged"}
 	changed := !reflect.DeepEqual(in.Spec, vm.Spec) || in.Metadata.Name != vm.Metadata.Name || !reflect.DeepEqual(in.Metadata.Labels, vm.Metadata.Labels)

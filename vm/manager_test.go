@@ -889,3 +889,30 @@ func TestLaunchFor(t *testing.T) {
 		t.Errorf("NVRAM after second ensureVars: got %q; want the guest's state kept", b)
 	}
 }
+
+// A manifest printed by `virt vm show` has its user data masked; applying
+// it back keeps the stored user data and changes nothing.
+func TestApplyKeepsMaskedUserData(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newTestManager(t)
+	ctx := context.Background()
+	y := "apiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata: {name: ci}\nspec:\n  boot: {kernel: " + testKernel(t) + "}\n  cloudInit:\n    userData: %s\n"
+	in, err := Decode([]byte(strings.Replace(y, "%s", `"#cloud-config\npassword: hunter2"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Apply(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	masked, err := Decode([]byte(strings.Replace(y, "%s", `"[REDACTED]"`, 1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Apply(ctx, masked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Action != "unchanged" || res.VM.Spec.CloudInit.UserData != "#cloud-config\npassword: hunter2" {
+		t.Errorf("apply of the masked manifest: %s, user data %q; want unchanged and the stored user data", res.Action, res.VM.Spec.CloudInit.UserData)
+	}
+}
