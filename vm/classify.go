@@ -104,7 +104,7 @@ func (m *Manager) List(ctx context.Context) ([]Entry, error) {
 			out = append(out, Entry{Name: d.Name, UID: d.UID, Class: ClassExternal, Phase: PhaseStopped, Source: "libvirt", Message: "libvirt domain: listed read-only"})
 		}
 	}
-	for _, o := range m.orphans(ours, byUID) {
+	for _, o := range m.orphans(vms, byUID) {
 		out = append(out, Entry{Name: "-", UID: o.UID, Class: ClassOrphaned, Phase: PhaseStopped, Message: o.What + ": " + o.Path})
 	}
 	var err error
@@ -247,7 +247,11 @@ type Orphan struct {
 	Path string `json:"path" yaml:"path"`
 }
 
-func (m *Manager) orphans(ours map[string]bool, live map[string]qemuProcess) []Orphan {
+func (m *Manager) orphans(vms []*VirtualMachine, live map[string]qemuProcess) []Orphan {
+	ours := map[string]bool{}
+	for _, vm := range vms {
+		ours[vm.Metadata.UID] = true
+	}
 	var out []Orphan
 	l := m.layout()
 	for _, c := range []struct{ dir, what string }{
@@ -268,7 +272,6 @@ func (m *Manager) orphans(ours map[string]bool, live map[string]qemuProcess) []O
 	}
 	if taps, err := m.opts.Net.ListTAPs(context.Background()); err == nil {
 		inUse := map[string]bool{}
-		vms, _ := m.store.list()
 		for _, vm := range vms {
 			if _, alive := live[vm.Metadata.UID]; alive {
 				for i := range vm.Spec.Network {
@@ -308,17 +311,13 @@ func (m *Manager) GC(ctx context.Context, dryRun bool) ([]Orphan, error) {
 	if len(errs) > 0 {
 		return nil, errors.Join(append([]error{errors.New("gc: refusing to run while some specs are unreadable")}, errs...)...)
 	}
-	ours := map[string]bool{}
-	for _, vm := range vms {
-		ours[vm.Metadata.UID] = true
-	}
 	live := map[string]qemuProcess{}
 	for _, p := range m.proc.scanQEMU() {
 		if u, ok := argValue(p.Argv, "-uuid"); ok {
 			live[strings.ToLower(u)] = p
 		}
 	}
-	orphans := m.orphans(ours, live)
+	orphans := m.orphans(vms, live)
 	if orphans == nil {
 		orphans = []Orphan{}
 	}
