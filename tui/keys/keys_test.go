@@ -9,7 +9,7 @@ import (
 // TestEveryFunctionKeyHasLetterAlias: a console that drops F-keys must
 // still reach every action, and the legend must say how.
 func TestEveryFunctionKeyHasLetterAlias(t *testing.T) {
-	for _, b := range Default().ShortHelp() {
+	for _, b := range Default().All() {
 		ks := b.Keys()
 		hasF, hasLetter := false, false
 		for _, k := range ks {

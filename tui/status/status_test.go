@@ -125,7 +125,7 @@ func TestGoldenPlain(t *testing.T) {
 	checkSize(t, out, 80, 24)
 	teatest.RequireEqualOutput(t, []byte(out))
 	text := ansi.Strip(out)
-	for _, want := range []string{"esx-lab-01", "https://192.168.10.5:8443/", "[WARN] iommu.kernel", "3 running", "0:42", "F2/l login: coming soon"} {
+	for _, want := range []string{"esx-lab-01", "https://192.168.10.5:8443/", "[WARN] iommu.kernel", "3 running", "0:42", "F2/l log in"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("plain screen lacks %q", want)
 		}
