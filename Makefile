@@ -10,7 +10,7 @@ LDFLAGS := -s -w -X github.com/virtcon/virtcon/internal/buildinfo.Version=$(VERS
 # The race detector slows the integration tests; CI keeps it on.
 TESTFLAGS ?= -race -count=1
 
-.PHONY: help build run deps test test-unit test-integration lint bench docs clean
+.PHONY: help build build-deps install run deps test test-unit test-integration lint bench docs clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -19,10 +19,24 @@ build: ## build bin/virt and bin/dcui
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/virt ./cmd/virt  # static: starts faster
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/dcui ./cmd/dcui
 
-run: build ## build, then inspect this host (inventory and checks)
-	bin/virt host info
-	@echo
-	bin/virt host check || [ $$? -eq 3 ]  # exit 3 = some check FAILed; the report says why
+run: build-deps build ## build, install the PAM service if missing, and open the DCUI here (root)
+	@[ -e /etc/pam.d/virtcon ] || install -m 0644 packaging/pam.d/virtcon /etc/pam.d/virtcon
+	@getent group virtcon-admin >/dev/null || groupadd --system virtcon-admin
+	@echo "dcui: log in as root, or as a member of virtcon-admin (usermod -aG virtcon-admin USER); F10/q quits"
+	bin/dcui
+
+build-deps: ## install what building needs (gcc, libpam0g-dev) when missing (root)
+	scripts/install-deps.sh --build
+
+install: build ## install binaries, the PAM service, the admin group and the console units (root)
+	install -m 0755 bin/virt bin/dcui /usr/local/bin/
+	install -m 0644 packaging/pam.d/virtcon /etc/pam.d/virtcon
+	getent group virtcon-admin >/dev/null || groupadd --system virtcon-admin
+	install -d /etc/systemd/system/getty@tty1.service.d
+	install -m 0644 packaging/systemd/getty@tty1.service.d/virtcon-dcui.conf /etc/systemd/system/getty@tty1.service.d/
+	install -m 0644 packaging/systemd/virtcon-dcui-serial@.service /etc/systemd/system/
+	install -d /usr/local/share/doc/virtcon && install -m 0644 docs/*.md /usr/local/share/doc/virtcon/
+	@if [ -d /run/systemd/system ]; then systemctl daemon-reload; echo "DCUI on tty1 after: systemctl restart getty@tty1; serial: systemctl enable --now virtcon-dcui-serial@ttyS0"; fi
 
 deps: ## install the system packages and tools the tests need (root)
 	scripts/install-deps.sh

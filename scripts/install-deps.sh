@@ -4,7 +4,15 @@
 set -euo pipefail
 GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 
-pkgs=(qemu-system-x86 qemu-utils ovmf pci.ids jq tmux cpio kmod xz-utils genisoimage iproute2 dnsmasq-base nftables busybox-static)
+# what building needs: bin/dcui links PAM through cgo
+build_pkgs=(gcc libc6-dev libpam0g-dev)
+pkgs=("${build_pkgs[@]}" qemu-system-x86 qemu-utils ovmf pci.ids jq tmux cpio kmod xz-utils genisoimage iproute2 dnsmasq-base nftables busybox-static passwd)
+build_only=false
+if [ "${1:-}" = "--build" ]; then   # `make run`: only what the build needs
+  pkgs=("${build_pkgs[@]}")
+  build_only=true
+  shift
+fi
 extra=("$@")   # e.g. libvirt-clients hyperfine for `make bench`
 want=("${pkgs[@]}" "${extra[@]}")
 
@@ -22,6 +30,8 @@ if ((${#missing[@]})); then
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
+
+if $build_only; then exit 0; fi
 
 # staticcheck for `make lint`, from the Go module proxy.
 if ! command -v staticcheck >/dev/null && [ ! -x "$("$GO" env GOPATH)/bin/staticcheck" ]; then

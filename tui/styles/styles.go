@@ -6,6 +6,7 @@ package styles
 import (
 	"image/color"
 
+	"charm.land/bubbles/v2/textinput"
 	"charm.land/lipgloss/v2"
 
 	"github.com/virtcon/virtcon/tui/term"
@@ -121,4 +122,15 @@ func New(t term.Tier) *Styles {
 // Badgef renders "[WORD]" for a level: the word is there in every tier.
 func (s *Styles) Badgef(l Level) string {
 	return s.Badge[l].Render("[" + l.Word() + "]")
+}
+
+// TextInput is the style of text fields: the tier's plain text, a steady
+// reverse-video cursor (a blinking one costs a redraw twice a second, too
+// much for a serial line), no colours of bubbles' own.
+func (s *Styles) TextInput() textinput.Styles {
+	st := textinput.Styles{Cursor: textinput.CursorStyle{Blink: false}}
+	st.Focused.Text, st.Blurred.Text = s.Value, s.Value
+	st.Focused.Placeholder, st.Blurred.Placeholder = s.Muted, s.Muted
+	st.Focused.Prompt, st.Blurred.Prompt = s.Label, s.Label
+	return st
 }

@@ -1,0 +1,429 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/golden"
+
+	"github.com/virtcon/virtcon/auth"
+	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/term"
+)
+
+var fixedNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
+
+// fakeStatus stands in for the status screen.
+type fakeStatus struct{ w, h int }
+
+func (f *fakeStatus) Init() tea.Cmd                       { return nil }
+func (f *fakeStatus) Update(tea.Msg) (tea.Model, tea.Cmd) { return f, nil }
+func (f *fakeStatus) View() tea.View                      { return tea.NewView("") }
+func (f *fakeStatus) SetSize(w, h int)                    { f.w, f.h = w, h }
+func (f *fakeStatus) ShortHelp() []key.Binding            { return nil }
+func (f *fakeStatus) FullHelp() [][]key.Binding           { return nil }
+func (f *fakeStatus) Hostname() string                    { return "esx-lab-01" }
+func (f *fakeStatus) Content(w, h int) string {
+	return common.Fit([]string{"MANAGEMENT", "  eno1     192.168.10.5/24   https://192.168.10.5:8443/"}, w, h, "~")
+}
+
+// fakeScreen records what it receives.
+type fakeScreen struct {
+	title     string
+	capturing bool
+	keys      []string
+	activated int
+	ticks     int
+	w, h      int
+	readOnly  string
+}
+
+func (f *fakeScreen) Init() tea.Cmd { return nil }
+func (f *fakeScreen) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.KeyPressMsg:
+		f.keys = append(f.keys, msg.String())
+	case common.ActivateMsg:
+		f.activated++
+	case common.TickMsg:
+		f.ticks++
+	}
+	return f, nil
+}
+func (f *fakeScreen) View() tea.View {
+	return tea.NewView(f.title + " content\nsecond line")
+}
+func (f *fakeScreen) SetSize(w, h int) { f.w, f.h = w, h }
+func (f *fakeScreen) ShortHelp() []key.Binding {
+	return []key.Binding{key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "start"))}
+}
+func (f *fakeScreen) FullHelp() [][]key.Binding { return [][]key.Binding{f.ShortHelp()} }
+func (f *fakeScreen) Title() string             { return f.title }
+func (f *fakeScreen) CLI() string               { return "virt vm list" }
+func (f *fakeScreen) Capturing() bool           { return f.capturing }
+
+type fakeIdle struct{ expired bool }
+
+func (f *fakeIdle) Touch()        { f.expired = false }
+func (f *fakeIdle) Expired() bool { return f.expired }
+
+type rig struct {
+	m        *Model
+	vms      *fakeScreen
+	net      *fakeScreen
+	idle     *fakeIdle
+	logins   []string
+	released int
+	holder   string // non-empty: another console holds the lock
+}
+
+func newRig(t *testing.T, tier term.Tier, opts Options) *rig {
+	t.Helper()
+	r := &rig{vms: &fakeScreen{title: "Virtual machines"}, net: &fakeScreen{title: "Network"}, idle: &fakeIdle{}}
+	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c.Now = func() time.Time { return fixedNow }
+	k := c.Keys
+	pages := []Page{{Key: k.VMs, Tab: "VMs", Screen: r.vms}, {Key: k.Network, Tab: "Network", Screen: r.net}}
+	a := LoginFunc(func(ctx context.Context, user, password, tty string) (string, error) {
+		r.logins = append(r.logins, user+"@"+tty)
+		switch {
+		case user == "alice" && password == "s3cret":
+			return user, nil
+		case user == "bob":
+			return "", auth.ErrNotAdmin
+		case user == "mallory":
+			return "", &auth.RateLimitError{RetryAfter: 20 * time.Second}
+		}
+		return "", auth.ErrBadCredentials
+	})
+	lk := func(user, tty string) (func() error, string, error) {
+		if r.holder != "" {
+			return nil, r.holder, nil
+		}
+		return func() error { r.released++; return nil }, "", nil
+	}
+	if opts.TTY == "" {
+		opts.TTY = "tty1"
+	}
+	opts.Product, opts.Version = "virtcon", "0.4.0"
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 5 * time.Minute
+	}
+	r.m = New(c, &fakeStatus{}, pages, a, lk, r.idle, opts)
+	r.m.SetSize(80, 24)
+	return r
+}
+
+// run delivers msg and runs the returned commands (not ticks) to completion.
+func (r *rig) run(msg tea.Msg) {
+	_, cmd := r.m.Update(msg)
+	r.drain(cmd, 0)
+}
+
+func (r *rig) drain(cmd tea.Cmd, depth int) {
+	if cmd == nil || depth > 4 {
+		return
+	}
+	done := make(chan tea.Msg, 1)
+	go func() { done <- cmd() }()
+	var msg tea.Msg
+	select {
+	case msg = <-done:
+	case <-time.After(20 * time.Millisecond):
+		return // a timer (tick, blink): not part of this step
+	}
+	switch msg := msg.(type) {
+	case nil:
+	case tea.BatchMsg:
+		for _, c := range msg {
+			r.drain(c, depth+1)
+		}
+	case appTickMsg:
+	default:
+		_, next := r.m.Update(msg)
+		r.drain(next, depth+1)
+	}
+}
+
+func press(s string) tea.KeyPressMsg {
+	switch s {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "f2":
+		return tea.KeyPressMsg{Code: tea.KeyF2}
+	case "f4":
+		return tea.KeyPressMsg{Code: tea.KeyF4}
+	case "f10":
+		return tea.KeyPressMsg{Code: tea.KeyF10}
+	case "ctrl+c":
+		return tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
+	}
+	r := []rune(s)
+	return tea.KeyPressMsg{Code: r[0], Text: s}
+}
+
+func (r *rig) typeText(s string) {
+	for _, c := range s {
+		r.run(press(string(c)))
+	}
+}
+
+func (r *rig) login(user, pass string) {
+	r.run(press("l"))
+	r.typeText(user)
+	r.run(press("tab"))
+	r.typeText(pass)
+	r.run(press("enter"))
+}
+
+func (r *rig) screen() string { return ansi.Strip(r.m.Render()) }
+
+func checkSize(t *testing.T, out string, w, h int) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) != h {
+		t.Errorf("got %d lines; want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if got := lipgloss.Width(l); got != w {
+			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
+		}
+	}
+}
+
+func TestLoggedOutNavigationNeedsLogin(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.run(press("v"))
+	if got := r.screen(); !strings.Contains(got, "log in first (F2/l) to open Virtual machines") {
+		t.Errorf("screen lacks the log-in-first message:\n%s", got)
+	}
+	if r.vms.activated != 0 {
+		t.Errorf("VMs screen activated %d times before login", r.vms.activated)
+	}
+}
+
+func TestLoginSuccessTakesWriterLock(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.login("alice", "s3cret")
+	se := r.m.Session()
+	if se.User != "alice" || !se.Writer {
+		t.Fatalf("session = %+v; want alice holding the writer lock", *se)
+	}
+	if got := r.logins; len(got) != 1 || got[0] != "alice@tty1" {
+		t.Errorf("logins = %v; want [alice@tty1]", got)
+	}
+	if got := r.screen(); !strings.Contains(got, "alice@tty1 [RW]") || !strings.Contains(got, "[F3/s Status]") {
+		t.Errorf("header/tabs wrong after login:\n%s", got)
+	}
+	r.run(press("v"))
+	if r.vms.activated != 1 {
+		t.Errorf("VMs activated %d times; want 1", r.vms.activated)
+	}
+	if got := r.screen(); !strings.Contains(got, "Virtual machines content") || !strings.Contains(got, "CLI: virt vm list") {
+		t.Errorf("VMs page not shown with its CLI line:\n%s", got)
+	}
+	r.run(press("a"))
+	if got := r.vms.keys; len(got) != 1 || got[0] != "a" {
+		t.Errorf("screen keys = %v; want [a]", got)
+	}
+	r.run(press("x"))
+	if r.m.Session().LoggedIn() || r.released != 1 {
+		t.Errorf("after logout: session %+v, released %d; want nobody, 1", *r.m.Session(), r.released)
+	}
+}
+
+func TestLoginFailures(t *testing.T) {
+	tests := []struct {
+		user, pass string
+		want       []string
+	}{
+		{"alice", "S3CRET", []string{"Login incorrect", "Caps Lock"}},
+		{"nobody-here", "x", []string{"Login incorrect", "Caps Lock"}},
+		{"bob", "pw", []string{"only root and members of group virtcon-admin"}},
+		{"mallory", "pw", []string{"too many failed logins: try again in 20s"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.user, func(t *testing.T) {
+			r := newRig(t, term.Plain, Options{})
+			r.login(tt.user, tt.pass)
+			if r.m.Session().LoggedIn() {
+				t.Fatalf("logged in as %q", r.m.Session().User)
+			}
+			got := r.screen()
+			for _, w := range tt.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("screen lacks %q:\n%s", w, got)
+				}
+			}
+			if strings.Contains(got, tt.pass) && len(tt.pass) > 2 {
+				t.Errorf("screen shows the password %q", tt.pass)
+			}
+			if v := r.m.form.pass.Value(); v != "" {
+				t.Errorf("password field still holds %q after submit", v)
+			}
+		})
+	}
+}
+
+func TestSecondConsoleIsReadOnly(t *testing.T) {
+	r := newRig(t, term.Rich, Options{TTY: "ttyS0"})
+	r.holder = "alice on tty1 since 09:12"
+	r.login("alice", "s3cret")
+	se := r.m.Session()
+	if !se.LoggedIn() || se.Writer || se.CanWrite() {
+		t.Fatalf("session = %+v; want logged in, read-only", *se)
+	}
+	got := r.screen()
+	for _, w := range []string{"alice@ttyS0 [RO]", "read-only: alice on tty1 since 09:12 holds the console lock"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("screen lacks %q:\n%s", w, got)
+		}
+	}
+	// the holder leaves: the read-only console takes the lock over
+	r.holder = ""
+	for i := 0; i < 5; i++ {
+		r.run(appTickMsg{})
+	}
+	if !r.m.Session().Writer {
+		t.Errorf("read-only console did not take the free lock over")
+	}
+}
+
+func TestIdleLock(t *testing.T) {
+	r := newRig(t, term.Rich, Options{IdleTimeout: 5 * time.Minute})
+	r.login("alice", "s3cret")
+	r.run(press("v"))
+	r.idle.expired = true
+	r.run(appTickMsg{})
+	if r.m.Session().LoggedIn() {
+		t.Fatalf("still logged in after the idle timeout")
+	}
+	if r.released != 1 {
+		t.Errorf("console lock released %d times; want 1", r.released)
+	}
+	got := r.screen()
+	for _, w := range []string{"Console locked", "locked after 5 minutes without input", "F2/l"} {
+		if !strings.Contains(got, w) {
+			t.Errorf("locked screen lacks %q:\n%s", w, got)
+		}
+	}
+	if strings.Contains(got, "Virtual machines content") {
+		t.Errorf("locked screen still shows the VMs page")
+	}
+	// unlocking offers the same user
+	r.run(press("l"))
+	if v := r.m.form.user.Value(); v != "alice" {
+		t.Errorf("unlock form user = %q; want alice", v)
+	}
+}
+
+func TestCapturingScreenGetsLetters(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.login("alice", "s3cret")
+	r.run(press("n"))
+	r.net.capturing = true
+	r.run(press("v")) // typed into the form, not navigation
+	r.run(press("q"))
+	if got := strings.Join(r.net.keys, ","); got != "v,q" {
+		t.Errorf("capturing screen got keys %q; want v,q", got)
+	}
+	if r.m.page != 1 {
+		t.Errorf("page = %d; want 1 (network)", r.m.page)
+	}
+	r.run(press("f4")) // function keys stay global
+	if r.m.page != 0 {
+		t.Errorf("F4 while capturing: page = %d; want 0 (VMs)", r.m.page)
+	}
+}
+
+func TestKioskDoesNotQuit(t *testing.T) {
+	for _, k := range []string{"q", "f10", "ctrl+c"} {
+		r := newRig(t, term.Linux, Options{Kiosk: true})
+		_, cmd := r.m.Update(press(k))
+		if cmd != nil {
+			if _, ok := cmd().(tea.QuitMsg); ok {
+				t.Errorf("%s quit the host console", k)
+			}
+		}
+		if !strings.Contains(r.screen(), "does not quit") {
+			t.Errorf("%s: no explanation shown", k)
+		}
+	}
+	r := newRig(t, term.Rich, Options{})
+	_, cmd := r.m.Update(press("q"))
+	if cmd == nil {
+		t.Fatal("q returned no command outside kiosk mode")
+	}
+	if _, ok := cmd().(tea.QuitMsg); !ok {
+		t.Errorf("q did not quit outside kiosk mode")
+	}
+}
+
+func TestTickGoesToVisibleScreenOnly(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.login("alice", "s3cret")
+	r.run(press("v"))
+	r.run(appTickMsg{})
+	if r.vms.ticks != 1 || r.net.ticks != 0 {
+		t.Errorf("ticks vms=%d net=%d; want 1, 0", r.vms.ticks, r.net.ticks)
+	}
+}
+
+func TestScreensGetContentSize(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	if r.vms.w != 76 || r.vms.h != 16 {
+		t.Errorf("content size %dx%d; want 76x16", r.vms.w, r.vms.h)
+	}
+	r.m.Update(tea.WindowSizeMsg{Width: 0, Height: 0})
+	checkSize(t, r.m.Render(), 80, 24)
+}
+
+func TestGolden(t *testing.T) {
+	steps := map[string]func(r *rig){
+		"status":   func(r *rig) {},
+		"login":    func(r *rig) { r.run(press("l")); r.typeText("alice") },
+		"badlogin": func(r *rig) { r.login("alice", "wrong") },
+		"pages":    func(r *rig) { r.login("alice", "s3cret"); r.run(press("v")) },
+		"readonly": func(r *rig) { r.holder = "alice on tty1 since 09:12"; r.login("alice", "s3cret") },
+		"locked":   func(r *rig) { r.login("alice", "s3cret"); r.idle.expired = true; r.run(appTickMsg{}) },
+		"help":     func(r *rig) { r.login("alice", "s3cret"); r.run(press("v")); r.run(press("h")) },
+	}
+	for name, step := range steps {
+		for _, tier := range []term.Tier{term.Rich, term.Plain} {
+			t.Run(name+"-"+tier.String(), func(t *testing.T) {
+				r := newRig(t, tier, Options{})
+				step(r)
+				out := r.m.Render()
+				checkSize(t, out, 80, 24)
+				if tier == term.Plain {
+					for i := 0; i < len(out); i++ {
+						if out[i] > 0x7E {
+							t.Fatalf("plain output has byte %#x at %d", out[i], i)
+						}
+					}
+				}
+				golden.RequireEqual(t, []byte(out))
+			})
+		}
+	}
+}
+
+func TestDescribeUnknownError(t *testing.T) {
+	msg, _ := Describe(errors.New("pam: service unavailable"), "virtcon-admin")
+	if msg != "login failed: pam: service unavailable" {
+		t.Errorf("got %q", msg)
+	}
+}
