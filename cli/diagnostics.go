@@ -1,16 +1,13 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/virtcon/virtcon/diag"
 	"github.com/virtcon/virtcon/hostinfo"
-	"github.com/virtcon/virtcon/internal/buildinfo"
 )
 
 func newDiagnosticsCmd(env *Env) *cobra.Command {
@@ -25,33 +22,12 @@ Here -o/--output names the bundle file, not an output format.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if out == "" {
-				out = fmt.Sprintf("virtcon-diagnostics-%s.tar.gz", time.Now().UTC().Format("20060102T150405Z"))
+				out = diag.FileName(time.Now())
 			}
 			ctx := cmd.Context()
-			opts := env.hostOptions()
-			var inv *hostinfo.Inventory
-			collect := func(ctx context.Context) (*hostinfo.Inventory, error) {
-				if inv != nil {
-					return inv, nil
-				}
-				var err error
-				inv, err = hostinfo.Collect(ctx, opts)
-				return inv, err
-			}
-			parts := []diag.Part{
-				{Name: "versions.json", Collect: func(ctx context.Context) (any, error) {
-					v := map[string]any{"virt": buildinfo.Get(), "goos": runtime.GOOS, "goarch": runtime.GOARCH, "generated": time.Now().UTC()}
-					return v, nil
-				}},
-				{Name: "inventory.json", Collect: func(ctx context.Context) (any, error) { return collect(ctx) }},
-				{Name: "checks.json", Collect: func(ctx context.Context) (any, error) {
-					i, err := collect(ctx)
-					if err != nil {
-						return nil, err
-					}
-					return hostinfo.RunChecks(ctx, i, hostinfo.CheckOptions{Options: opts}), nil
-				}},
-			}
+			// The same parts the DCUI's Diagnostics screen writes; the CLI
+			// runs the KVM probe afresh (nil Probe), as `virt host check` does.
+			parts := diag.HostParts(hostinfo.CheckOptions{Options: env.hostOptions()})
 			fmt.Fprintf(env.IO.ErrOut, "collecting diagnostics…\n")
 			names, err := diag.Write(ctx, env.Logger, out, parts)
 			if err != nil {

@@ -8,14 +8,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/power"
 )
 
 func newHostCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "host",
-		Short: "Inspect this host: hardware inventory and readiness checks",
+		Short: "Inspect this host: hardware inventory and readiness checks; reboot or power it off",
 	}
-	cmd.AddCommand(newHostInfoCmd(env), newHostCheckCmd(env))
+	cmd.AddCommand(newHostInfoCmd(env), newHostCheckCmd(env),
+		newHostPowerCmd(env, power.ActionReboot), newHostPowerCmd(env, power.ActionPowerOff))
 	return cmd
 }
 

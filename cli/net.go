@@ -1,22 +1,18 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/virtcon/virtcon/internal/atomicfile"
 	"github.com/virtcon/virtcon/netcfg"
 )
 
 // networkFile is the desired host network under --root.
-func (e *Env) networkFile() string { return filepath.Join(e.Layout().ConfigDir(), "network.yaml") }
+func (e *Env) networkFile() string { return netcfg.DesiredFile(e.Layout()) }
 
 func newNetCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
@@ -24,7 +20,7 @@ func newNetCmd(env *Env) *cobra.Command {
 		Short: "Host networking: bridges, VLANs, VM networks; applied by netlink with automatic rollback",
 	}
 	cmd.AddCommand(newNetShowCmd(env), newNetApplyCmd(env), newNetConfirmCmd(env), newNetRollbackCmd(env), newNetStatusCmd(env),
-		newNetBridgeCmd(env), newNetNATCmd(env))
+		newNetBridgeCmd(env), newNetNATCmd(env), newNetTestCmd(env), newNetResetDHCPCmd(env))
 	return cmd
 }
 
@@ -88,11 +84,7 @@ Enslaving the interface that carries the default route needs --try.`,
 			if err != nil {
 				return &UsageError{fmt.Errorf("net apply: %w", err)}
 			}
-			cfg, err := netcfg.Decode(data)
-			if err != nil {
-				return err
-			}
-			return applyNetwork(cmd, env, cfg, data, try, dryRun)
+			return applyNetwork(cmd, env, nil, data, try, dryRun)
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "network file (network.yaml)")
@@ -101,22 +93,19 @@ Enslaving the interface that carries the default route needs --try.`,
 	return cmd
 }
 
-// applyNetwork applies cfg (whose file content is data), directly or as a
-// try, and records it as the desired network.yaml (on confirm, for a try).
+// applyNetwork applies cfg (whose file content is data, nil to marshal
+// cfg), directly or as a try, and records it as the desired network.yaml
+// (on confirm, for a try): netcfg.ApplyDesired, rendered.
 func applyNetwork(cmd *cobra.Command, env *Env, cfg *netcfg.Config, data []byte, try time.Duration, dryRun bool) error {
-	ctx := cmd.Context()
-	layout := env.Layout()
-	opts := netcfg.ApplyOptions{DryRun: dryRun, AllowDefaultRouteChange: try > 0}
-	if try <= 0 || dryRun {
-		res, err := netcfg.Apply(ctx, env.Logger, layout, cfg, opts)
-		if err != nil {
-			return err
-		}
-		if !dryRun {
-			if err := saveNetworkFile(env, data); err != nil {
-				return err
-			}
-		}
+	res, pending, err := netcfg.ApplyDesired(cmd.Context(), env.Logger, env.Layout(), cfg,
+		netcfg.DesiredOptions{Try: try, DryRun: dryRun, Data: data})
+	if errors.Is(err, netcfg.ErrDeadlineTooShort) {
+		return &UsageError{err}
+	}
+	if err != nil {
+		return err
+	}
+	if pending == nil {
 		return render(env.IO.Out, env.Output, res, func(w io.Writer) error {
 			for _, s := range res.Steps {
 				fmt.Fprintf(w, "%s\n", s)
@@ -124,36 +113,6 @@ func applyNetwork(cmd *cobra.Command, env *Env, cfg *netcfg.Config, data []byte,
 			fmt.Fprintf(w, "%d changes\n", len(res.Steps))
 			return nil
 		})
-	}
-	// snapshot what the new file touches and what the applied one did:
-	// a try that removes a bridge must be able to bring it back
-	links := cfg.Links()
-	if prev, err := netcfg.LoadApplied(layout); err == nil && prev != nil {
-		links = append(links, prev.Links()...)
-	}
-	slices.Sort(links)
-	links = slices.Compact(links)
-	// bridges the file creates with STP count too
-	if err := netcfg.CheckTryDeadline(cfg, links, try); err != nil {
-		return &UsageError{err}
-	}
-	verifyFor := max(try/2, netcfg.STPConvergence(cfg, links))
-	var res *netcfg.Result
-	pending, err := netcfg.Try(ctx, env.Logger, layout, links,
-		func(ctx context.Context) error {
-			var err error
-			res, err = netcfg.Apply(ctx, env.Logger, layout, cfg, opts)
-			return err
-		},
-		func(ctx context.Context) error { return netcfg.Verify(ctx, cfg, verifyFor) },
-		try)
-	if err != nil {
-		return err
-	}
-	// the file takes its place only on confirm: after a rollback the
-	// desired file still describes the live network
-	if err := atomicfile.Write(env.networkFile()+".pending", data, 0o600); err != nil {
-		return err
 	}
 	fmt.Fprintf(env.IO.ErrOut, "applied; rolls back at %s unless you run: virt net confirm\n", pending.Deadline.Local().Format(time.TimeOnly))
 	return render(env.IO.Out, env.Output, map[string]any{"result": res, "pending": pending}, func(w io.Writer) error {
@@ -165,21 +124,13 @@ func applyNetwork(cmd *cobra.Command, env *Env, cfg *netcfg.Config, data []byte,
 	})
 }
 
-func saveNetworkFile(env *Env, data []byte) error {
-	return atomicfile.Write(env.networkFile(), data, 0o600)
-}
-
 func newNetConfirmCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "confirm",
 		Short: "Keep the network configuration being tried",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := netcfg.Confirm(env.Layout()); err != nil {
-				return err
-			}
-			pending := env.networkFile() + ".pending"
-			if err := os.Rename(pending, env.networkFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := netcfg.ConfirmDesired(env.Layout()); err != nil {
 				return err
 			}
 			fmt.Fprintln(env.IO.ErrOut, "network configuration confirmed")
@@ -194,10 +145,9 @@ func newNetRollbackCmd(env *Env) *cobra.Command {
 		Short: "Undo the network configuration being tried, now",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := netcfg.Rollback(cmd.Context(), env.Layout()); err != nil {
+			if err := netcfg.RollbackDesired(cmd.Context(), env.Layout()); err != nil {
 				return err
 			}
-			os.Remove(env.networkFile() + ".pending")
 			fmt.Fprintln(env.IO.ErrOut, "network configuration rolled back")
 			return nil
 		},
@@ -212,7 +162,7 @@ func newNetStatusCmd(env *Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			p, err := netcfg.PendingTry(env.Layout())
 			if errors.Is(err, netcfg.ErrNoPendingTry) {
-				os.Remove(env.networkFile() + ".pending") // a try the watchdog already rolled back
+				os.Remove(netcfg.DesiredPendingFile(env.Layout())) // a try the watchdog already rolled back
 				return render(env.IO.Out, env.Output, map[string]any{"pending": nil}, func(w io.Writer) error {
 					fmt.Fprintln(w, "no network change pending")
 					return nil

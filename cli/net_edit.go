@@ -4,44 +4,22 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/virtcon/virtcon/netcfg"
-	"go.yaml.in/yaml/v3"
 )
 
 // desiredNetwork is the configuration the imperative commands edit: the
 // desired file, else the applied one, else an empty one.
-func desiredNetwork(env *Env) (*netcfg.Config, error) {
-	cfg, err := readNetworkFile(env.networkFile())
-	if err == nil {
-		return cfg, nil
-	}
-	if !errors.Is(err, os.ErrNotExist) {
-		return nil, err
-	}
-	if prev, err := netcfg.LoadApplied(env.Layout()); err == nil && prev != nil {
-		return prev, nil
-	}
-	return &netcfg.Config{APIVersion: netcfg.APIVersion, Kind: netcfg.Kind}, nil
-}
+func desiredNetwork(env *Env) (*netcfg.Config, error) { return netcfg.LoadDesired(env.Layout()) }
 
-// applyEdited applies an edited configuration like `virt net apply -f`.
+// applyEdited applies an edited configuration like `virt net apply -f`
+// (ApplyDesired puts it through the same admission as a file).
 func applyEdited(cmd *cobra.Command, env *Env, cfg *netcfg.Config, try time.Duration) error {
-	data, err := yaml.Marshal(cfg)
-	if err != nil {
-		return err
-	}
-	// through Decode, so the edit passes the same admission as a file
-	checked, err := netcfg.Decode(data)
-	if err != nil {
-		return err
-	}
-	return applyNetwork(cmd, env, checked, data, try, false)
+	return applyNetwork(cmd, env, cfg, nil, try, false)
 }
 
 func newNetBridgeCmd(env *Env) *cobra.Command {
@@ -61,10 +39,12 @@ func newNetBridgeCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if slices.ContainsFunc(cfg.Bridges, func(b netcfg.Bridge) bool { return b.Name == args[0] }) {
+			cfg, err = netcfg.AddBridge(cfg, netcfg.Bridge{Name: args[0], Ports: ports, STP: stp, MTU: mtu, Addresses: addrs})
+			if errors.Is(err, netcfg.ErrBridgeExists) {
 				return &UsageError{fmt.Errorf("bridge %q is already in %s", args[0], env.networkFile())}
+			} else if err != nil {
+				return err
 			}
-			cfg.Bridges = append(cfg.Bridges, netcfg.Bridge{Name: args[0], Ports: ports, STP: stp, MTU: mtu, Addresses: addrs})
 			return applyEdited(cmd, env, cfg, try)
 		},
 	}
@@ -83,16 +63,16 @@ func newNetBridgeCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			i := slices.IndexFunc(cfg.Bridges, func(b netcfg.Bridge) bool { return b.Name == args[0] })
-			if i < 0 {
+			cfg, err = netcfg.DeleteBridge(cfg, args[0])
+			var inUse *netcfg.BridgeInUseError
+			switch {
+			case errors.Is(err, netcfg.ErrNoSuchBridge):
 				return fmt.Errorf("bridge %q is not in %s (virtcon deletes only bridges it made)", args[0], env.networkFile())
+			case errors.As(err, &inUse):
+				return &UsageError{err}
+			case err != nil:
+				return err
 			}
-			for _, n := range cfg.Networks {
-				if n.Bridge == args[0] {
-					return &UsageError{fmt.Errorf("bridge %q carries network %q: delete or change the network first", args[0], n.Name)}
-				}
-			}
-			cfg.Bridges = slices.Delete(cfg.Bridges, i, i+1)
 			return applyEdited(cmd, env, cfg, delTry)
 		},
 	}

@@ -16,9 +16,10 @@ import (
 	"time"
 )
 
-// virtBin is the virt binary built once for all tests, in a directory any
-// user may execute from (the non-root tests run it as nobody).
-var virtBin string
+// virtBin and dcuiBin are the binaries built once for all tests, in a
+// directory any user may execute from (the non-root tests run virt as
+// nobody); `virt dcui` finds dcui next to virt.
+var virtBin, dcuiBin string
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "virtcon-it-")
@@ -32,6 +33,14 @@ func TestMain(m *testing.M) {
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building virt:", err)
+		os.Exit(1)
+	}
+	dcuiBin = filepath.Join(dir, "dcui")
+	build = exec.Command(goTool(), "build", "-o", dcuiBin, "github.com/virtcon/virtcon/cmd/dcui")
+	build.Env = append(os.Environ(), "CGO_ENABLED=1") // PAM
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building dcui:", err)
 		os.Exit(1)
 	}
 	code := m.Run()

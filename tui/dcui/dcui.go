@@ -133,8 +133,7 @@ func Main() (code int) {
 	c.Session.TTY = tty
 	bi := buildinfo.Get()
 	st := status.New(c, status.LiveSources(layout, "/", log), status.Options{Product: "virtcon", Version: bi.Version})
-	self, _ := os.Executable()
-	pages := livePages(c, layout, log, self, f.Root)
+	pages := livePages(c, layout, log, f.Root)
 	a := auth.New(layout, log, auth.Options{Service: f.PAMService, Group: f.AdminGroup})
 	login := app.LoginFunc(func(ctx context.Context, user, password, tty string) (string, error) {
 		id, err := a.Login(ctx, user, password, tty)

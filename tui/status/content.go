@@ -1,21 +1,23 @@
 package status
 
 import (
-	"strings"
+	"slices"
 
 	"github.com/virtcon/virtcon/tui/common"
 )
 
-// Content is the status screen's body for w x h cells, without the frame
-// and the key legend: the app draws those around it.
+// Content is the status screen's body for w x h cells, without the frame,
+// the title line and the key legend: the app draws those around it (its
+// header shows product, host name and time). When h is short the blank
+// lines between sections go first, so every section stays on screen.
 func (m *Model) Content(w, h int) string {
-	lines := m.statusLines()
-	if len(lines) > 0 {
-		// the app's header already shows product, host name and time
-		lines = lines[1:]
-		for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
-			lines = lines[1:]
+	lines := m.bodyLines(max((w-loadFixed+1)/2, 4))
+	for len(lines) > h {
+		i := slices.Index(lines, "")
+		if i < 0 {
+			break
 		}
+		lines = slices.Delete(lines, i, i+1)
 	}
 	return common.Fit(lines, w, h, m.c.Styles.Ellipsis)
 }

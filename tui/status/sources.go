@@ -22,17 +22,8 @@ import (
 func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources {
 	mgr := vm.NewManager(vm.Options{Layout: layout, Logger: log, HostRoot: hostRoot})
 	return Sources{
-		Host: func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
-			opts := hostinfo.Options{Root: hostRoot, Logger: log}
-			inv, err := hostinfo.Collect(ctx, opts)
-			if err != nil {
-				return nil, nil, err
-			}
-			// the probe runs guest code: answer from this boot's cache
-			probe := hostinfo.CachedProbe(opts, layout.AccelCacheFile(), nil)
-			return inv, hostinfo.RunChecks(ctx, inv, hostinfo.CheckOptions{Options: opts, Probe: probe}), nil
-		},
-		VMs: mgr.List,
+		Host: HostSource(layout, hostRoot, log),
+		VMs:  mgr.List,
 		PendingTry: func() (*netcfg.Pending, error) {
 			p, err := netcfg.PendingTry(layout)
 			if errors.Is(err, netcfg.ErrNoPendingTry) {
@@ -42,6 +33,23 @@ func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources
 		},
 		Addresses:   InterfaceAddrs,
 		WebTerminal: func() bool { return Listening(hostRoot, WebPort) },
+		Usage:       func() (hostinfo.Usage, error) { return hostinfo.SampleUsage(hostRoot) },
+	}
+}
+
+// HostSource collects the inventory under hostRoot and runs the checks,
+// answering the KVM probe from this boot's cache (it runs guest code, so
+// a screen that refreshes must not pay for it each time). The Hardware
+// screen uses it too.
+func HostSource(layout paths.Layout, hostRoot string, log *slog.Logger) func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
+	return func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
+		opts := hostinfo.Options{Root: hostRoot, Logger: log}
+		inv, err := hostinfo.Collect(ctx, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+		probe := hostinfo.CachedProbe(opts, layout.AccelCacheFile(), nil)
+		return inv, hostinfo.RunChecks(ctx, inv, hostinfo.CheckOptions{Options: opts, Probe: probe}), nil
 	}
 }
 

@@ -46,6 +46,9 @@ type Sources struct {
 	Addresses func() ([]Addr, error)
 	// WebTerminal reports whether something listens on WebPort.
 	WebTerminal func() bool
+	// Usage samples CPU and memory use (hostinfo.SampleUsage); called
+	// every second for the load sparklines.
+	Usage func() (hostinfo.Usage, error)
 }
 
 // WebPort is where the web terminal will listen.
@@ -77,6 +80,10 @@ type (
 		web     bool
 		err     error
 	}
+	usageMsg struct {
+		u   hostinfo.Usage
+		err error
+	}
 	tickMsg struct{}
 )
 
@@ -106,9 +113,15 @@ type Model struct {
 	web     bool
 	netErr  error
 
+	// The load sparklines: the previous raw sample (CPU use is a
+	// difference of two) and the last sparkWidth percentages of each.
+	prevUsage        *hostinfo.Usage
+	cpuHist, memHist *ring
+	usageErr         error
+
 	// loaded: a result (or error) has arrived; busy: a load is in flight.
-	hostLoaded, vmsLoaded, netLoaded bool
-	hostBusy, vmsBusy, netBusy       bool
+	hostLoaded, vmsLoaded, netLoaded, usageLoaded bool
+	hostBusy, vmsBusy, netBusy, usageBusy         bool
 }
 
 var _ common.Component = (*Model)(nil)
@@ -118,16 +131,23 @@ func New(c common.Common, src Sources, opts Options) *Model {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	return &Model{c: c, src: src, opts: opts}
+	w, _ := term.Size(c.Width, c.Height)
+	return &Model{c: c, src: src, opts: opts, cpuHist: newRing(sparkWidth(w + 4)), memHist: newRing(sparkWidth(w + 4))}
 }
 
 // SetSize lays the screen out for w x h; 0x0 (a serial tty) means 80x24.
 func (m *Model) SetSize(w, h int) {
 	m.c.Width, m.c.Height = term.Size(w, h)
+	// enough samples for the widest sparkline: framed (Render) or in
+	// the app's content area (Content), which is a little wider
+	m.cpuHist.resize(sparkWidth(m.c.Width + 4))
+	m.memHist.resize(sparkWidth(m.c.Width + 4))
 }
 
 // Loaded reports whether every source has answered once.
-func (m *Model) Loaded() bool { return m.hostLoaded && m.vmsLoaded && m.netLoaded }
+func (m *Model) Loaded() bool {
+	return m.hostLoaded && m.vmsLoaded && m.netLoaded && (m.usageLoaded || m.src.Usage == nil)
+}
 
 // ShortHelp is the key legend.
 func (m *Model) ShortHelp() []key.Binding { return m.c.Keys.ShortHelp() }
@@ -137,7 +157,7 @@ func (m *Model) FullHelp() [][]key.Binding { return m.c.Keys.FullHelp() }
 
 // Init starts every load and the clock.
 func (m *Model) Init() tea.Cmd {
-	return tea.Batch(m.loadHost(), m.loadVMs(), m.loadNet(), tickCmd())
+	return tea.Batch(m.loadHost(), m.loadVMs(), m.loadNet(), m.sampleUsage(), tickCmd())
 }
 
 func tickCmd() tea.Cmd { return tea.Tick(tick, func(time.Time) tea.Msg { return tickMsg{} }) }
@@ -195,6 +215,40 @@ func (m *Model) loadNet() tea.Cmd {
 	}
 }
 
+// sampleUsage reads one CPU/memory sample; a read of two small /proc files,
+// but still off the Update goroutine.
+func (m *Model) sampleUsage() tea.Cmd {
+	if m.usageBusy || m.src.Usage == nil {
+		return nil
+	}
+	m.usageBusy = true
+	f := m.src.Usage
+	return func() tea.Msg {
+		u, err := f()
+		return usageMsg{u, err}
+	}
+}
+
+// addUsage records a sample in the sparklines.
+func (m *Model) addUsage(msg usageMsg) {
+	m.usageBusy, m.usageLoaded = false, true
+	if msg.err != nil {
+		// once per distinct error: the sampler runs every second
+		if m.c.Logger != nil && (m.usageErr == nil || m.usageErr.Error() != msg.err.Error()) {
+			m.c.Logger.Warn("status: usage", "err", msg.err)
+		}
+		m.usageErr = msg.err
+		return
+	}
+	m.usageErr = nil
+	if m.prevUsage != nil {
+		m.cpuHist.push(msg.u.CPUPercentSince(*m.prevUsage))
+	}
+	m.memHist.push(msg.u.MemPercent())
+	u := msg.u
+	m.prevUsage = &u
+}
+
 // Update handles keys and load results. It never waits on I/O.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
@@ -238,9 +292,11 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.err != nil && m.c.Logger != nil {
 			m.c.Logger.Warn("status: network", "err", msg.err)
 		}
+	case usageMsg:
+		m.addUsage(msg)
 	case tickMsg:
 		m.ticks++
-		cmds := []tea.Cmd{tickCmd()}
+		cmds := []tea.Cmd{tickCmd(), m.sampleUsage()}
 		if m.ticks%fastEvery == 0 {
 			cmds = append(cmds, m.loadVMs(), m.loadNet())
 		}
@@ -335,14 +391,23 @@ func (m *Model) statusLines() []string {
 	right := host + "  " + now.Format("2006-01-02 15:04:05")
 	gap := max(m.c.Width-4-lipgloss.Width(left)-lipgloss.Width(right), 1)
 	lines := []string{left + strings.Repeat(" ", gap) + right, ""}
+	return append(lines, m.bodyLines(sparkWidth(m.c.Width))...)
+}
+
+// bodyLines are the sections under the title line, blank lines between
+// them; spark is the width of each load sparkline.
+func (m *Model) bodyLines(spark int) []string {
+	s := m.c.Styles
+	var lines []string
 	lines = append(lines, m.managementLines()...)
 	lines = append(lines, "")
 	lines = append(lines, m.hostLines()...)
+	lines = append(lines, m.loadLine(spark))
 	lines = append(lines, "")
 	lines = append(lines, m.healthLines()...)
 	lines = append(lines, "")
 	lines = append(lines, s.Section.Render("VMS      ")+" "+m.vmLine())
-	lines = append(lines, s.Section.Render("NETWORK  ")+" "+m.tryLine(now))
+	lines = append(lines, s.Section.Render("NETWORK  ")+" "+m.tryLine(m.c.Now()))
 	return lines
 }
 
@@ -437,6 +502,26 @@ func (m *Model) hostLines() []string {
 		"  " + s.Label.Render("Memory  ") + " " + mem,
 		"  " + s.Label.Render("NUMA    ") + " " + numa,
 	}
+}
+
+// loadLine is "  Load     CPU ▁▂▅▇▃  12%   Mem ▅▅▅▅▆  45%": the
+// sparklines of the last samples, newest right, and the current value as
+// a number, so the level never rests on the glyphs alone.
+func (m *Model) loadLine(n int) string {
+	s := m.c.Styles
+	label := "  " + s.Label.Render("Load    ") + " "
+	switch {
+	case m.src.Usage == nil:
+		return label + s.Muted.Render("not sampled")
+	case m.usageErr != nil:
+		return label + s.Badgef(styles.Unknown) + " unavailable: " + m.usageErr.Error()
+	case !m.usageLoaded:
+		return label + m.loading()
+	}
+	cpu, cpuOK := m.cpuHist.last()
+	mem, memOK := m.memHist.last()
+	return label + "CPU " + s.Title.Render(sparkline(m.cpuHist.values(), n, m.c.Tier)) + percent(cpu, cpuOK) +
+		"   Mem " + s.Title.Render(sparkline(m.memHist.values(), n, m.c.Tier)) + percent(mem, memOK)
 }
 
 func plural(n int, unit string) string {
@@ -586,7 +671,7 @@ func (m *Model) tryLine(now time.Time) string {
 		return s.Badgef(styles.Failure) + " rollback failed: " + m.pending.RollbackError + " (virt net rollback)"
 	}
 	left := m.pending.Remaining(now).Round(time.Second)
-	return s.Badgef(styles.Warning) + fmt.Sprintf(" change on trial: rollback in %d:%02d; keep it: virt net confirm",
+	return s.Badgef(styles.Warning) + fmt.Sprintf(" change on trial: rollback in %d:%02d; keep: virt net confirm",
 		int(left.Minutes()), int(left.Seconds())%60)
 }
 

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -65,6 +66,40 @@ func fakeSources() Sources {
 			}, nil
 		},
 		WebTerminal: func() bool { return false },
+		Usage:       fakeUsage(),
+	}
+}
+
+// cpuSeries is the busy share of each second the fake usage reports, and
+// memory use climbs from 40% by 1 point a second, so goldens are stable.
+var cpuSeries = []uint64{5, 12, 30, 55, 80, 95, 60, 40, 20, 10, 3, 0, 100, 70, 45, 25, 15, 8, 50, 33}
+
+// fakeUsage returns a Usage source that walks cpuSeries, one step a call.
+func fakeUsage() func() (hostinfo.Usage, error) {
+	var u hostinfo.Usage
+	u.MemTotalBytes = 100 << 20
+	i := 0
+	return func() (hostinfo.Usage, error) {
+		if i > 0 {
+			u.CPUBusy += cpuSeries[(i-1)%len(cpuSeries)]
+			u.CPUTotal += 100
+		}
+		u.MemAvailableBytes = u.MemTotalBytes - uint64(40+i)<<20
+		i++
+		return u, nil
+	}
+}
+
+// feedUsage takes n more samples through the screen's own Cmd, as the
+// tick would.
+func feedUsage(t *testing.T, m *Model, n int) {
+	t.Helper()
+	for range n {
+		cmd := m.sampleUsage()
+		if cmd == nil {
+			t.Fatal("sampleUsage returned no Cmd")
+		}
+		m.Update(cmd())
 	}
 }
 
@@ -114,6 +149,7 @@ func checkSize(t *testing.T, out string, w, h int) {
 
 func TestGoldenRich(t *testing.T) {
 	m := runLoaded(t, term.Rich)
+	feedUsage(t, m, len(cpuSeries))
 	out := m.Render()
 	checkSize(t, out, 80, 24)
 	teatest.RequireEqualOutput(t, []byte(out))
@@ -121,11 +157,12 @@ func TestGoldenRich(t *testing.T) {
 
 func TestGoldenPlain(t *testing.T) {
 	m := runLoaded(t, term.Plain)
+	feedUsage(t, m, len(cpuSeries))
 	out := m.Render()
 	checkSize(t, out, 80, 24)
 	teatest.RequireEqualOutput(t, []byte(out))
 	text := ansi.Strip(out)
-	for _, want := range []string{"esx-lab-01", "https://192.168.10.5:8443/", "[WARN] iommu.kernel", "3 running", "0:42", "F2/l log in"} {
+	for _, want := range []string{"esx-lab-01", "https://192.168.10.5:8443/", "[WARN] iommu.kernel", "3 running", "0:42", "F2/l log in", "Load", "CPU", "33%", "Mem", "60%"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("plain screen lacks %q", want)
 		}
@@ -140,6 +177,7 @@ func TestPlainOutputIsASCII(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	feedUsage(t, m, 30)
 	screens := map[string][]byte{"view": []byte(m.Render()), "terminal output": raw}
 	m.showHelp = true
 	screens["help view"] = []byte(m.Render())
@@ -249,5 +287,171 @@ func TestListening(t *testing.T) {
 	}
 	if !Listening(root, 22) {
 		t.Errorf("Listening(22) = false; want true")
+	}
+}
+
+func TestRing(t *testing.T) {
+	r := newRing(3)
+	if _, ok := r.last(); ok {
+		t.Error("last of an empty ring: ok; want !ok")
+	}
+	for _, v := range []float64{1, 2, 3, 4, 5} {
+		r.push(v)
+	}
+	if got := fmt.Sprint(r.values()); got != "[3 4 5]" {
+		t.Errorf("values after 5 pushes into 3 = %s; want [3 4 5]", got)
+	}
+	if v, _ := r.last(); v != 5 {
+		t.Errorf("last = %v; want 5", v)
+	}
+	r.resize(2)
+	if got := fmt.Sprint(r.values()); got != "[4 5]" {
+		t.Errorf("values after shrinking to 2 = %s; want [4 5]", got)
+	}
+	r.resize(4)
+	r.push(6)
+	if got := fmt.Sprint(r.values()); got != "[4 5 6]" {
+		t.Errorf("values after growing to 4 and a push = %s; want [4 5 6]", got)
+	}
+}
+
+func TestSparkline(t *testing.T) {
+	tests := []struct {
+		vals  []float64
+		width int
+		tier  term.Tier
+		want  string
+	}{
+		{[]float64{0, 12.5, 25, 37.5, 50, 62.5, 75, 100}, 8, term.Rich, "▁▂▃▄▅▆▇█"},
+		{[]float64{0, 12.5, 25, 37.5, 50, 62.5, 75, 100}, 8, term.Plain, "_.-=+*#@"},
+		{[]float64{0, 12.5, 25, 37.5, 50, 62.5, 75, 100}, 8, term.Linux, "_.-=+*#@"},
+		{[]float64{100, 0}, 5, term.Plain, "   @_"},
+		{[]float64{-5, 50, 150}, 2, term.Plain, "+@"},
+		{nil, 3, term.Rich, "   "},
+	}
+	for _, tc := range tests {
+		if got := sparkline(tc.vals, tc.width, tc.tier); got != tc.want {
+			t.Errorf("sparkline(%v, %d, %v) = %q; want %q", tc.vals, tc.width, tc.tier, got, tc.want)
+		}
+	}
+}
+
+// TestLoadLine: the first sample gives memory only (CPU needs two), an
+// error is shown with its text, and a later good sample clears it.
+func TestLoadLine(t *testing.T) {
+	src := fakeSources()
+	fail := false
+	good := src.Usage
+	src.Usage = func() (hostinfo.Usage, error) {
+		if fail {
+			return hostinfo.Usage{}, errors.New("/proc/stat: no aggregate cpu line")
+		}
+		return good()
+	}
+	m := newModel(term.Plain, src)
+	if got := ansi.Strip(m.loadLine(sparkWidth(80))); !strings.Contains(got, "loading") {
+		t.Errorf("before a sample: %q; want loading", got)
+	}
+	feedUsage(t, m, 1)
+	if got := ansi.Strip(m.loadLine(sparkWidth(80))); !strings.Contains(got, "CPU") || !strings.Contains(got, "   --") || !strings.Contains(got, " 40%") {
+		t.Errorf("after one sample: %q; want CPU -- and Mem 40%%", got)
+	}
+	feedUsage(t, m, 1)
+	if got := ansi.Strip(m.loadLine(sparkWidth(80))); !strings.Contains(got, "_   5%") {
+		t.Errorf("after two samples: %q; want a 5%% CPU bar", got)
+	}
+	fail = true
+	feedUsage(t, m, 1)
+	if got := ansi.Strip(m.loadLine(sparkWidth(80))); !strings.Contains(got, "[????] unavailable: /proc/stat: no aggregate cpu line") {
+		t.Errorf("after an error: %q; want the error", got)
+	}
+	fail = false
+	feedUsage(t, m, 1)
+	if got := ansi.Strip(m.loadLine(sparkWidth(80))); strings.Contains(got, "unavailable") {
+		t.Errorf("after recovery: %q; want the sparklines back", got)
+	}
+	if m.usageBusy {
+		t.Error("usageBusy still set after the result arrived")
+	}
+	if cmd := m.sampleUsage(); cmd == nil || m.sampleUsage() != nil {
+		t.Error("a second sample was started while one is in flight")
+	}
+}
+
+// TestTickSamples: every tick asks for a sample.
+func TestTickSamples(t *testing.T) {
+	n := 0
+	src := fakeSources()
+	src.Usage = func() (hostinfo.Usage, error) { n++; return hostinfo.Usage{}, nil }
+	m := newModel(term.Plain, src)
+	_, cmd := m.Update(tickMsg{})
+	if !m.usageBusy || cmd == nil {
+		t.Fatal("tick did not start a usage sample")
+	}
+}
+
+// TestFullestScreenFits: with the most lines every section can take (more
+// addresses than shown, a hint under the worst check), the load line and
+// the last line (NETWORK) still fit in 80x24.
+func TestFullestScreenFits(t *testing.T) {
+	src := fakeSources()
+	src.Addresses = func() ([]Addr, error) {
+		var out []Addr
+		for i := range 5 {
+			out = append(out, Addr{"eno1", netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 10, byte(5 + i)}), 24)})
+		}
+		return out, nil
+	}
+	m := newModel(term.Plain, src)
+	for _, cmd := range []tea.Cmd{m.loadHost(), m.loadVMs(), m.loadNet()} {
+		m.Update(cmd())
+	}
+	feedUsage(t, m, 3)
+	out := m.Render()
+	checkSize(t, out, 80, 24)
+	text := ansi.Strip(out)
+	for _, want := range []string{"3 more addresses", "hint: add intel_iommu=on", "Load     CPU", "NETWORK", "F1/h help"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("screen lacks %q:\n%s", want, text)
+		}
+	}
+}
+
+// TestContent is the body the app shows inside its own frame at 80x24
+// (76x16): every section is there, the blank lines go first.
+func TestContent(t *testing.T) {
+	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+		t.Run(tier.String(), func(t *testing.T) {
+			m := runLoaded(t, tier)
+			feedUsage(t, m, len(cpuSeries))
+			out := m.Content(76, 16)
+			checkSize(t, out, 76, 16)
+			teatest.RequireEqualOutput(t, []byte(out))
+			text := ansi.Strip(out)
+			for _, want := range []string{"MANAGEMENT", "https://192.168.10.5:8443/", "HOST", "NUMA", "Load     CPU", "33%", "60%",
+				"HEALTH", "hint: add intel_iommu=on", "VMS", "3 running", "NETWORK", "0:42"} {
+				if !strings.Contains(text, want) {
+					t.Errorf("content lacks %q:\n%s", want, text)
+				}
+			}
+			if tier == term.Plain {
+				for i, c := range []byte(out) {
+					if c > 0x7E {
+						t.Fatalf("byte %#x at %d is above 0x7E", c, i)
+					}
+				}
+			}
+			if m.Hostname() != "esx-lab-01" {
+				t.Errorf("Hostname = %q; want esx-lab-01", m.Hostname())
+			}
+		})
+	}
+	// with room to spare the blank lines stay
+	m := runLoaded(t, term.Plain)
+	if lines := strings.Split(m.Content(76, 30), "\n"); strings.TrimSpace(lines[4]) != "" {
+		t.Errorf("line 5 of a tall content area is %q; want the blank after MANAGEMENT", lines[4])
+	}
+	if newModel(term.Plain, fakeSources()).Hostname() != "" {
+		t.Error("Hostname before the load is not empty")
 	}
 }

@@ -1,0 +1,60 @@
+package cli
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/virtcon/virtcon/power"
+)
+
+// fakePower replaces the real reboot/power-off for the test and records
+// what was asked. No test in this package may reach power.Reboot.
+func fakePower(t *testing.T) *[]power.Action {
+	t.Helper()
+	var got []power.Action
+	old := hostPower
+	hostPower = func(_ context.Context, _ *slog.Logger, a power.Action) error {
+		got = append(got, a)
+		return nil
+	}
+	t.Cleanup(func() { hostPower = old })
+	return &got
+}
+
+func TestHostPowerRefusedWithoutYes(t *testing.T) {
+	calls := fakePower(t)
+	for _, verb := range []string{"reboot", "poweroff"} {
+		t.Run(verb, func(t *testing.T) {
+			out, errOut, code := run(t, "host", verb, "--root", t.TempDir(), "--host-root", fixture("intel-iommu"))
+			if code != ExitUsage {
+				t.Errorf("exit %d; want %d", code, ExitUsage)
+			}
+			if out != "" {
+				t.Errorf("stdout %q; want nothing", out)
+			}
+			for _, want := range []string{"host " + verb, "--yes", "no VM is running"} {
+				if !strings.Contains(errOut, want) {
+					t.Errorf("stderr %q lacks %q", errOut, want)
+				}
+			}
+		})
+	}
+	if len(*calls) != 0 {
+		t.Errorf("power actions %v ran without --yes; want none", *calls)
+	}
+}
+
+// TestHostPowerWithYes checks the wiring with the fake only.
+func TestHostPowerWithYes(t *testing.T) {
+	calls := fakePower(t)
+	for _, verb := range []string{"reboot", "poweroff"} {
+		if _, errOut, code := run(t, "host", verb, "--yes", "--root", t.TempDir(), "--host-root", fixture("intel-iommu")); code != 0 {
+			t.Errorf("host %s --yes: exit %d (%s); want 0", verb, code, errOut)
+		}
+	}
+	if len(*calls) != 2 || (*calls)[0] != power.ActionReboot || (*calls)[1] != power.ActionPowerOff {
+		t.Errorf("power actions %v; want [reboot poweroff]", *calls)
+	}
+}

@@ -1,0 +1,281 @@
+//go:build integration
+
+package integration
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/virtcon/virtcon/internal/pamtest"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// tmuxTerm is a real terminal: a detached tmux session on a private server
+// socket, 80x24, running one command.
+type tmuxTerm struct {
+	t      *testing.T
+	socket string
+	name   string
+}
+
+func requireTmux(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("needs tmux (apt-get install tmux): the DCUI tests drive a real terminal")
+	}
+}
+
+func randHex(t *testing.T, n int) string {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// startTerm runs argv in a new 80x24 tmux window with TERM=termEnv.
+func startTerm(t *testing.T, termEnv string, argv ...string) *tmuxTerm {
+	t.Helper()
+	requireTmux(t)
+	tt := &tmuxTerm{t: t, socket: "vcit-" + randHex(t, 4), name: "dcui"}
+	args := []string{"-L", tt.socket, "-f", "/dev/null", "new-session", "-d", "-x", "80", "-y", "24", "-s", tt.name,
+		"env", "TERM=" + termEnv, "NO_COLOR="}
+	args = append(args, argv...)
+	if out, err := exec.Command("tmux", args...).CombinedOutput(); err != nil {
+		t.Fatalf("tmux new-session: %v: %s", err, out)
+	}
+	// keep the pane when the program exits, so a crash stays visible
+	exec.Command("tmux", "-L", tt.socket, "set-option", "-t", tt.name, "remain-on-exit", "on").Run()
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last screen:\n%s", tt.capture())
+		}
+		exec.Command("tmux", "-L", tt.socket, "kill-server").Run()
+	})
+	return tt
+}
+
+func (tt *tmuxTerm) capture() string {
+	out, err := exec.Command("tmux", "-L", tt.socket, "capture-pane", "-p", "-t", tt.name).Output()
+	if err != nil {
+		return fmt.Sprintf("(capture-pane: %v)", err)
+	}
+	return string(out)
+}
+
+// waitFor polls the screen until every want is on it.
+func (tt *tmuxTerm) waitFor(timeout time.Duration, want ...string) string {
+	tt.t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		s := tt.capture()
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(s, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return s
+		}
+		if time.Now().After(deadline) {
+			tt.t.Fatalf("screen lacks %q after %s:\n%s", missing, timeout, s)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// keys sends tmux key names (Enter, Tab, F4, Escape) or, with literal,
+// text typed as is.
+func (tt *tmuxTerm) keys(literal bool, ks ...string) {
+	tt.t.Helper()
+	args := []string{"-L", tt.socket, "send-keys", "-t", tt.name}
+	if literal {
+		args = append(args, "-l")
+	}
+	if out, err := exec.Command("tmux", append(args, ks...)...).CombinedOutput(); err != nil {
+		tt.t.Fatalf("tmux send-keys %v: %v: %s", ks, err, out)
+	}
+}
+
+func (tt *tmuxTerm) login(user, password string) {
+	tt.t.Helper()
+	tt.keys(true, "l")
+	tt.waitFor(5*time.Second, "Password")
+	tt.keys(true, user)
+	tt.keys(false, "Tab")
+	tt.keys(true, password)
+	tt.keys(false, "Enter")
+}
+
+// dcuiRig is a DCUI under test with its PAM service, admin group and users.
+type dcuiRig struct {
+	root, service, group string
+	admin, outsider      string
+	password             string
+}
+
+func newDCUIRig(t *testing.T) *dcuiRig {
+	t.Helper()
+	requireRoot(t)
+	requireTmux(t)
+	pamtest.RequireRootPAM(t)
+	r := &dcuiRig{root: vmRoot(t), password: "Pw-" + randHex(t, 6)}
+	r.service = pamtest.InstallService(t)
+	r.group = pamtest.CreateGroup(t)
+	r.admin = pamtest.CreateUser(t, r.password, r.group)
+	r.outsider = pamtest.CreateUser(t, r.password)
+	return r
+}
+
+func (r *dcuiRig) argv(extra ...string) []string {
+	return append([]string{dcuiBin, "--root", r.root, "--pam-service", r.service, "--admin-group", r.group}, extra...)
+}
+
+// hostAddress is an address the status screen must show, "" when the
+// host has none.
+func hostAddress(t *testing.T) string {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ifc := range ifs {
+		if ifc.Flags&net.FlagUp == 0 || ifc.Flags&net.FlagLoopback != 0 {
+			continue
+		}
+		addrs, _ := ifc.Addrs()
+		for _, a := range addrs {
+			if ipn, ok := a.(*net.IPNet); ok && ipn.IP.To4() != nil {
+				return ipn.String()
+			}
+		}
+	}
+	return ""
+}
+
+func TestIntegrationDCUI(t *testing.T) {
+	for _, termEnv := range []string{"vt100", "linux"} {
+		t.Run(termEnv, func(t *testing.T) {
+			r := newDCUIRig(t)
+			tt := startTerm(t, termEnv, r.argv("--idle-timeout", "4s")...)
+			host, _ := os.Hostname()
+			want := []string{host, "MANAGEMENT", "HEALTH", "F2/l"}
+			if a := hostAddress(t); a != "" {
+				want = append(want, a)
+			}
+			screen := tt.waitFor(10*time.Second, want...)
+			border := "+-----"
+			if termEnv == "linux" {
+				border = "┌─────"
+			}
+			if !strings.Contains(screen, border) {
+				t.Errorf("TERM=%s: border %q not on screen:\n%s", termEnv, border, screen)
+			}
+			if termEnv == "vt100" {
+				for i := 0; i < len(screen); i++ {
+					if screen[i] > 0x7E && !strings.Contains(host, string(screen[i])) {
+						t.Fatalf("TERM=vt100 screen has byte %#x:\n%s", screen[i], screen)
+					}
+				}
+			}
+
+			// letters navigate, but only after login
+			tt.keys(true, "v")
+			tt.waitFor(5*time.Second, "log in first (F2/l)")
+
+			// a wrong password fails (PAM's delay included)
+			tt.login(r.admin, r.password+"x")
+			tt.waitFor(15*time.Second, "Login incorrect", "Caps Lock")
+			tt.keys(false, "Escape")
+
+			// a user outside the admin group is refused
+			tt.login(r.outsider, r.password)
+			tt.waitFor(15*time.Second, "not allowed", r.group)
+			tt.keys(false, "Escape")
+
+			// the admin logs in and moves between screens by letter
+			tt.login(r.admin, r.password)
+			tt.waitFor(15*time.Second, r.admin+"@", "[RW]", "Status")
+			for _, step := range []struct{ key, title string }{
+				{"v", "Virtual machines"}, {"n", "Network"}, {"w", "Hardware"},
+				{"g", "Logs"}, {"d", "Diagnostics"}, {"p", "Power"}, {"s", "MANAGEMENT"},
+			} {
+				tt.keys(true, step.key)
+				tt.waitFor(5*time.Second, step.title)
+			}
+
+			// the idle lock engages after 4 s without input
+			tt.waitFor(10*time.Second, "Console locked", "without input")
+
+			audit, err := os.ReadFile(filepath.Join(r.root, "var/log/virtcon/auth.log"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, w := range []string{r.admin, r.outsider, "success", "bad-credentials", "not-admin"} {
+				if !strings.Contains(string(audit), w) {
+					t.Errorf("audit log lacks %q:\n%s", w, audit)
+				}
+			}
+			if strings.Contains(string(audit), r.password) {
+				t.Errorf("audit log contains the password")
+			}
+		})
+	}
+}
+
+// TestIntegrationDCUISecondConsoleReadOnly: two consoles, one writer.
+func TestIntegrationDCUISecondConsoleReadOnly(t *testing.T) {
+	r := newDCUIRig(t)
+	first := startTerm(t, "xterm-256color", r.argv("--tty", "tty1")...)
+	first.waitFor(10*time.Second, "F2/l")
+	first.login(r.admin, r.password)
+	first.waitFor(15*time.Second, r.admin+"@tty1 [RW]")
+
+	// the second runs through `virt dcui`, as an operator over SSH would
+	second := startTerm(t, "xterm-256color", append([]string{virtBin, "dcui"}, r.argv("--tty", "ttyS0")[1:]...)...)
+	second.waitFor(10*time.Second, "F2/l")
+	second.login(r.admin, r.password)
+	second.waitFor(15*time.Second, r.admin+"@ttyS0 [RO]", "holds the console lock", "on tty1")
+
+	// the writer logs out: the read-only console takes the lock over
+	first.keys(true, "x")
+	first.waitFor(5*time.Second, "logged out")
+	second.waitFor(15*time.Second, r.admin+"@ttyS0 [RW]")
+}
+
+// TestIntegrationDCUIStartVM starts a test guest from the VMs screen.
+func TestIntegrationDCUIStartVM(t *testing.T) {
+	r := newDCUIRig(t)
+	g := requireGuest(t)
+	name := "dcui-" + randHex(t, 3)
+	createGuest(t, r.root, name, g.initrd, false)
+	t.Cleanup(func() { killUnder(r.root) })
+
+	tt := startTerm(t, "vt100", r.argv()...)
+	tt.waitFor(10*time.Second, "F2/l")
+	tt.login(r.admin, r.password)
+	tt.waitFor(15*time.Second, "[RW]")
+	tt.keys(true, "v")
+	tt.waitFor(10*time.Second, name, "stopped")
+	tt.keys(true, "a") // start the selected VM
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if e := entry(t, r.root, name); e.Phase == vm.PhaseRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("VM %s not running 60 s after pressing start; screen:\n%s", name, tt.capture())
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	tt.waitFor(15*time.Second, "running")
+}

@@ -1,0 +1,188 @@
+package netcfg
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/virtcon/virtcon/internal/atomicfile"
+	"github.com/virtcon/virtcon/paths"
+)
+
+// The desired file is the operator's network.yaml: what `virt net apply`
+// and the DCUI were last told to make the host. It is distinct from
+// AppliedFile, virtcon's own record of what it applied. A try writes the
+// desired file only when confirmed: until then the new file waits beside it
+// (DesiredPendingFile), so that after a rollback the desired file still
+// describes the live network. These rules live here so that every front
+// end (CLI, DCUI) follows them the same way.
+
+// DesiredFile is the desired host network of layout: <ConfigDir>/network.yaml.
+func DesiredFile(layout paths.Layout) string {
+	return filepath.Join(layout.ConfigDir(), "network.yaml")
+}
+
+// DesiredPendingFile is where a tried desired file waits for its confirm.
+func DesiredPendingFile(layout paths.Layout) string { return DesiredFile(layout) + ".pending" }
+
+// LoadDesired returns the configuration to edit: the desired file, else
+// the applied record, else an empty configuration. A desired file that
+// does not decode is an error (wrapping ErrInvalid).
+func LoadDesired(layout paths.Layout) (*Config, error) {
+	path := DesiredFile(layout)
+	data, err := os.ReadFile(path)
+	if err == nil {
+		cfg, err := Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return cfg, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("desired network configuration: %w", err)
+	}
+	if prev, err := LoadApplied(layout); err == nil && prev != nil {
+		return prev, nil
+	}
+	return &Config{APIVersion: APIVersion, Kind: Kind}, nil
+}
+
+// DesiredOptions say how ApplyDesired applies.
+type DesiredOptions struct {
+	// Try, when positive, applies as a try that rolls back after this long
+	// unless ConfirmDesired runs first.
+	Try time.Duration
+	// DryRun only plans: nothing changes and no file is written.
+	DryRun bool
+	// Data, when set, is the file as the operator wrote it (comments
+	// kept): it is decoded instead of the cfg argument (which may be nil)
+	// and written byte for byte as the desired file.
+	Data []byte
+}
+
+// ApplyDesired applies a desired configuration and records it, exactly as
+// `virt net apply -f` does. The configuration goes through the same
+// admission as a file (marshalled, then Decode), so an edit made in code
+// passes the rules a hand-written file does. Without Try it applies and
+// then writes DesiredFile (0600, atomically); with Try it snapshots the
+// links the new and the previously applied configuration touch, checks
+// the deadline (an error wrapping ErrDeadlineTooShort), applies and
+// verifies as a Try, and writes DesiredPendingFile, which ConfirmDesired
+// turns into the desired file. The Pending is nil unless Try was given.
+func ApplyDesired(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts DesiredOptions) (*Result, *Pending, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	data := opts.Data
+	if data == nil {
+		if cfg == nil {
+			return nil, nil, fmt.Errorf("%w: no configuration", ErrInvalid)
+		}
+		var err error
+		if data, err = yaml.Marshal(cfg); err != nil {
+			return nil, nil, fmt.Errorf("encode network configuration: %w", err)
+		}
+	}
+	checked, err := Decode(data)
+	if err != nil {
+		return nil, nil, err
+	}
+	aopts := ApplyOptions{DryRun: opts.DryRun, AllowDefaultRouteChange: opts.Try > 0}
+	if opts.Try <= 0 || opts.DryRun {
+		res, err := Apply(ctx, log, layout, checked, aopts)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !opts.DryRun {
+			if err := atomicfile.Write(DesiredFile(layout), data, 0o600); err != nil {
+				return res, nil, fmt.Errorf("applied, but recording %s failed: %w", DesiredFile(layout), err)
+			}
+		}
+		return res, nil, nil
+	}
+	// Snapshot what the new file touches and what the applied one did: a
+	// try that removes a bridge must be able to bring it back.
+	links := checked.Links()
+	if prev, err := LoadApplied(layout); err == nil && prev != nil {
+		links = append(links, prev.Links()...)
+	}
+	slices.Sort(links)
+	links = slices.Compact(links)
+	// bridges the file creates with STP count too
+	if err := CheckTryDeadline(checked, links, opts.Try); err != nil {
+		return nil, nil, err
+	}
+	verifyFor := max(opts.Try/2, STPConvergence(checked, links))
+	var res *Result
+	pending, err := Try(ctx, log, layout, links,
+		func(ctx context.Context) error {
+			var err error
+			res, err = Apply(ctx, log, layout, checked, aopts)
+			return err
+		},
+		func(ctx context.Context) error { return Verify(ctx, checked, verifyFor) },
+		opts.Try)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := atomicfile.Write(DesiredPendingFile(layout), data, 0o600); err != nil {
+		// The try stands (the watchdog rolls it back unless confirmed);
+		// only the desired file would not follow a confirm.
+		return res, pending, fmt.Errorf("try started, but recording %s failed: %w", DesiredPendingFile(layout), err)
+	}
+	return res, pending, nil
+}
+
+// Admit puts an edited configuration through the admission a file gets
+// (marshalled, then Decode) and Validate against live (nil: the file
+// alone), the way ApplyDesired will: a form can show every problem, by
+// field, before anything is applied. It returns the decoded copy.
+func Admit(cfg *Config, live *State, opts ValidateOptions) (*Config, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: no configuration", ErrInvalid)
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("encode network configuration: %w", err)
+	}
+	checked, err := Decode(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := Validate(checked, live, opts); err != nil {
+		return nil, err
+	}
+	return checked, nil
+}
+
+// ConfirmDesired keeps the pending try (Confirm) and makes its file the
+// desired one.
+func ConfirmDesired(layout paths.Layout) error {
+	if err := Confirm(layout); err != nil {
+		return err
+	}
+	if err := os.Rename(DesiredPendingFile(layout), DesiredFile(layout)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("confirm: kept, but %w", err)
+	}
+	return nil
+}
+
+// RollbackDesired undoes the pending try now (Rollback) and drops its
+// file: the desired file still describes the restored network.
+func RollbackDesired(ctx context.Context, layout paths.Layout) error {
+	if err := Rollback(ctx, layout); err != nil {
+		return err
+	}
+	// A leftover is harmless (the next try overwrites it, `virt net
+	// status` removes it) and the rollback itself succeeded.
+	_ = os.Remove(DesiredPendingFile(layout))
+	return nil
+}

@@ -1,0 +1,185 @@
+package logs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/virtcon/virtcon/paths"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// LogFile is one log the screen can show.
+type LogFile struct {
+	// Name is the label in the picker: the file name of one of virtcon's
+	// logs, the VM's name (else its UID) for a serial log.
+	Name string
+	Path string
+	// VM is the name (else the UID) of the VM whose serial log this is;
+	// "" for virtcon's own logs.
+	VM   string
+	Size int64
+}
+
+// Sources are how the screen finds and reads logs; each is called from a
+// tea.Cmd, never from Update.
+type Sources struct {
+	// List returns virtcon's own logs first, then the VM serial logs.
+	List func(ctx context.Context) ([]LogFile, error)
+	// Read returns at most the last maxBytes of a file.
+	Read func(ctx context.Context, path string, maxBytes int64) ([]byte, error)
+}
+
+// MaxRead is how much of a log's end the screen reads.
+const MaxRead = 1 << 20
+
+// LiveSources lists the logs under layout's log directory; vms (usually
+// vm.Manager.List, may be nil) names the VMs of the serial logs.
+func LiveSources(layout paths.Layout, vms func(ctx context.Context) ([]vm.Entry, error)) Sources {
+	return Sources{
+		List: func(ctx context.Context) ([]LogFile, error) { return listLogs(ctx, layout.LogDir(), vms) },
+		Read: ReadTail,
+	}
+}
+
+// serialLogPath mirrors vm.Manager.SerialLogPath (a test keeps them equal).
+func serialLogPath(logDir, uid string) string {
+	return filepath.Join(logDir, "vms", uid, "serial.log")
+}
+
+func listLogs(ctx context.Context, dir string, vms func(ctx context.Context) ([]vm.Entry, error)) ([]LogFile, error) {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list logs: %w", err)
+	}
+	var own []LogFile
+	for _, e := range ents {
+		if !e.Type().IsRegular() || !strings.HasSuffix(e.Name(), ".log") {
+			continue
+		}
+		f := LogFile{Name: e.Name(), Path: filepath.Join(dir, e.Name())}
+		if info, err := e.Info(); err == nil {
+			f.Size = info.Size()
+		}
+		own = append(own, f)
+	}
+	vmDirs, err := os.ReadDir(filepath.Join(dir, "vms"))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return own, fmt.Errorf("list VM serial logs: %w", err)
+	}
+	names := map[string]string{}
+	if len(vmDirs) > 0 && vms != nil {
+		// a failing list still names what it could; the UID stands in for the rest
+		entries, _ := vms(ctx)
+		for _, e := range entries {
+			if e.UID != "" && e.Name != "" && e.Name != "-" {
+				names[strings.ToLower(e.UID)] = e.Name
+			}
+		}
+	}
+	var serial []LogFile
+	for _, d := range vmDirs {
+		if !d.IsDir() {
+			continue
+		}
+		uid := d.Name()
+		p := serialLogPath(dir, uid)
+		info, err := os.Stat(p)
+		if err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		name := names[strings.ToLower(uid)]
+		if name == "" {
+			name = uid
+		}
+		serial = append(serial, LogFile{Name: name, Path: p, VM: name, Size: info.Size()})
+	}
+	sort.Slice(serial, func(i, j int) bool { return serial[i].Name < serial[j].Name })
+	return append(own, serial...), nil
+}
+
+// ReadTail returns the last maxBytes of the regular file at path, from the
+// start of its first whole line. It opens without blocking, so a FIFO
+// planted among the logs cannot hang the console.
+func ReadTail(ctx context.Context, path string, maxBytes int64) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, fmt.Errorf("read log: %w", err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("read log: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("read log %s: not a regular file", path)
+	}
+	var off int64
+	if st.Size() > maxBytes {
+		off = st.Size() - maxBytes
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("read log %s: %w", path, err)
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBytes))
+	if err != nil {
+		return nil, fmt.Errorf("read log %s: %w", path, err)
+	}
+	if off > 0 {
+		// the first line is cut: start at the next whole one
+		if i := bytes.IndexByte(data, '\n'); i >= 0 {
+			data = data[i+1:]
+		}
+	}
+	return data, nil
+}
+
+// Clean splits log text into lines fit for the terminal: escape sequences
+// and control characters are removed (an unterminated sequence only eats
+// its own line), tabs expanded, invalid UTF-8 dropped; with ascii, every
+// character beyond 0x7E becomes '?'.
+func Clean(b []byte, ascii bool) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	raw := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	out := make([]string, len(raw))
+	var sb strings.Builder
+	for i, l := range raw {
+		sb.Reset()
+		col := 0
+		for _, r := range ansi.Strip(string(l)) {
+			switch {
+			case r == '\t':
+				n := 8 - col%8
+				sb.WriteString(strings.Repeat(" ", n))
+				col += n
+				continue
+			case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffd:
+				continue
+			case ascii && r > 0x7e:
+				r = '?'
+			}
+			sb.WriteRune(r)
+			col++ // tab stops are counted in runes: close enough for logs
+		}
+		out[i] = sb.String()
+	}
+	return out
+}

@@ -1,0 +1,653 @@
+package network
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/virtcon/virtcon/netcfg"
+	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/keys"
+	"github.com/virtcon/virtcon/tui/term"
+)
+
+var fixedNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
+
+func testConfig() *netcfg.Config {
+	return &netcfg.Config{
+		APIVersion: netcfg.APIVersion, Kind: netcfg.Kind,
+		Hostname:   "esx-lab-01",
+		DNS:        netcfg.DNS{Servers: []string{"192.168.10.53", "1.1.1.1"}},
+		Management: &netcfg.Management{Interface: "eno1", Addresses: []string{"192.168.10.5/24"}, Gateway: "192.168.10.1"},
+		Bridges: []netcfg.Bridge{
+			{Name: "br0", Ports: []string{"eno3"}, Addresses: []string{"10.0.0.1/24"}},
+			{Name: "br1", STP: true},
+		},
+		Networks: []netcfg.Network{
+			{Name: "lan", Type: netcfg.NetworkBridged, Bridge: "br0"},
+			{Name: "default", Type: netcfg.NetworkNAT, Bridge: "vcnat0", Subnet: "10.77.0.0/24"},
+		},
+	}
+}
+
+func testState() *netcfg.State {
+	return &netcfg.State{
+		Links: []netcfg.Link{
+			{Name: "lo", Type: "device", Index: 1, MTU: 65536, Up: true},
+			{Name: "eno1", Type: "device", Index: 2, MTU: 1500, Up: true, Addresses: []netip.Prefix{netip.MustParsePrefix("192.168.10.5/24")}},
+			{Name: "eno2", Type: "device", Index: 3, MTU: 1500},
+			{Name: "eno3", Type: "device", Index: 4, MTU: 1500, Up: true, Master: "br0"},
+			{Name: "br0", Type: "bridge", Index: 5, MTU: 1500, Up: true, Addresses: []netip.Prefix{netip.MustParsePrefix("10.0.0.1/24")}},
+		},
+		Routes: []netcfg.Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Gateway: netip.MustParseAddr("192.168.10.1"), Link: "eno1", Protocol: 4}},
+	}
+}
+
+// fakeSources records the calls that change the host.
+type fakeSources struct {
+	mu                 sync.Mutex
+	desired, applied   *netcfg.Config
+	pending            *netcfg.Pending
+	applyErr           error
+	applies            []*netcfg.Config
+	applyOpts          []netcfg.DesiredOptions
+	confirms, rollback int
+	tested             int
+}
+
+func newFake() *fakeSources {
+	return &fakeSources{desired: testConfig(), applied: testConfig()}
+}
+
+func (f *fakeSources) LoadDesired() (*netcfg.Config, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.desired.Clone(), nil
+}
+
+func (f *fakeSources) LoadApplied() (*netcfg.Config, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied.Clone(), nil
+}
+
+func (f *fakeSources) ReadState(context.Context) (*netcfg.State, error) { return testState(), nil }
+
+func (f *fakeSources) PendingTry() (*netcfg.Pending, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.pending, nil
+}
+
+// trial is a pending try as ApplyDesired leaves it: started 3 s before
+// fixedNow, so the dialog shows 0:57.
+func trial(old *netcfg.Config) *netcfg.Pending {
+	p := &netcfg.Pending{ID: "t1", Started: fixedNow.Add(-3 * time.Second), Deadline: fixedNow.Add(57 * time.Second)}
+	if old != nil {
+		p.Applied, _ = yaml.Marshal(old)
+	}
+	return p
+}
+
+func (f *fakeSources) ApplyDesired(_ context.Context, cfg *netcfg.Config, opts netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.applies = append(f.applies, cfg)
+	f.applyOpts = append(f.applyOpts, opts)
+	if f.applyErr != nil {
+		return nil, nil, f.applyErr
+	}
+	f.pending = trial(f.applied)
+	f.applied = cfg
+	return &netcfg.Result{Steps: []string{"x"}, Changed: true}, f.pending, nil
+}
+
+func (f *fakeSources) ConfirmDesired() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.confirms++
+	f.pending = nil
+	return nil
+}
+
+func (f *fakeSources) RollbackDesired(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rollback++
+	f.pending = nil
+	return nil
+}
+
+func (f *fakeSources) TestManagement(_ context.Context, cfg *netcfg.Config) []netcfg.TestResult {
+	f.mu.Lock()
+	f.tested++
+	f.mu.Unlock()
+	return []netcfg.TestResult{
+		{Name: "link " + cfg.Management.Interface, OK: true, Detail: "up, carrier"},
+		{Name: "gateway 192.168.10.1 ping", OK: true, Detail: "echo reply in 0.31 ms"},
+		{Name: "dns 192.168.10.53", OK: false, Detail: "no answer"},
+	}
+}
+
+func (f *fakeSources) NICs(context.Context) ([]string, error) {
+	return testState().NICs(), nil
+}
+
+func newModel(t *testing.T, tier term.Tier, src Sources, writer bool) *Model {
+	t.Helper()
+	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c.Now = func() time.Time { return fixedNow }
+	c.Session = &common.Session{User: "root", TTY: "tty1", Writer: writer}
+	if !writer {
+		c.Session.User, c.Session.Holder = "bob", "alice on tty1 since 09:12"
+	}
+	m := New(c, src, Options{})
+	m.SetSize(76, 17)
+	return m
+}
+
+// drive runs cmd and feeds what it returns back into the model, as the
+// program would, synchronously.
+func drive(t *testing.T, m *Model, cmd tea.Cmd) {
+	t.Helper()
+	var run func(cmd tea.Cmd, depth int)
+	run = func(cmd tea.Cmd, depth int) {
+		if cmd == nil {
+			return
+		}
+		if depth > 20 {
+			t.Fatal("commands do not settle")
+		}
+		msg := cmd()
+		if b, ok := msg.(tea.BatchMsg); ok {
+			for _, c := range b {
+				run(c, depth+1)
+			}
+			return
+		}
+		if msg == nil {
+			return
+		}
+		_, next := m.Update(msg)
+		run(next, depth+1)
+	}
+	run(cmd, 0)
+}
+
+func send(t *testing.T, m *Model, msgs ...tea.Msg) {
+	t.Helper()
+	for _, msg := range msgs {
+		_, cmd := m.Update(msg)
+		drive(t, m, cmd)
+	}
+}
+
+func press(t *testing.T, m *Model, keys ...string) {
+	t.Helper()
+	for _, k := range keys {
+		send(t, m, keyMsg(k))
+	}
+}
+
+func keyMsg(k string) tea.KeyPressMsg {
+	switch k {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "delete":
+		return tea.KeyPressMsg{Code: tea.KeyDelete}
+	case "ctrl+s":
+		return tea.KeyPressMsg{Code: 's', Mod: tea.ModCtrl}
+	case "ctrl+u":
+		return tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl}
+	}
+	r := []rune(k)[0]
+	return tea.KeyPressMsg{Code: r, Text: k}
+}
+
+func typeText(t *testing.T, m *Model, s string) {
+	t.Helper()
+	for _, r := range s {
+		send(t, m, tea.KeyPressMsg{Code: r, Text: string(r)})
+	}
+}
+
+func screen(m *Model) string { return ansi.Strip(m.Render()) }
+
+func loaded(t *testing.T, tier term.Tier, src Sources, writer bool) *Model {
+	t.Helper()
+	m := newModel(t, tier, src, writer)
+	send(t, m, common.ActivateMsg{})
+	if !m.loaded {
+		t.Fatal("not loaded after ActivateMsg")
+	}
+	return m
+}
+
+func mustContain(t *testing.T, text string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(text, w) {
+			t.Errorf("screen lacks %q:\n%s", w, text)
+		}
+	}
+}
+
+// TestEditApplyKeep is the whole flow: edit the management address, see
+// the diff and the plan, apply on a 60 s trial, see the countdown, keep.
+func TestEditApplyKeep(t *testing.T) {
+	f := newFake()
+	m := loaded(t, term.Plain, f, true)
+	press(t, m, "e")
+	if m.mode != modeForm || !m.Capturing() {
+		t.Fatalf("after e: mode %d, capturing %t; want the form, capturing", m.mode, m.Capturing())
+	}
+	press(t, m, "tab", "ctrl+u")
+	typeText(t, m, "192.168.10.7/24")
+	press(t, m, "ctrl+s")
+	if m.mode != modeDiff {
+		t.Fatalf("after submit: mode %d; want the review; form errors %q", m.mode, m.form.errs)
+	}
+	mustContain(t, screen(m), "- management.addresses: 192.168.10.5/24", "+ management.addresses: 192.168.10.7/24",
+		"Steps on the host", "192.168.10.7/24", "Apply with a 60 s trial?")
+	if got, want := m.CLI(), "virt net apply -f /etc/virtcon/network.yaml --try 60s"; got != want {
+		t.Errorf("CLI = %q; want %q", got, want)
+	}
+	if len(f.applies) != 0 {
+		t.Fatal("applied before the review was confirmed")
+	}
+	press(t, m, "y")
+	if len(f.applies) != 1 || f.applyOpts[0].Try != 60*time.Second {
+		t.Fatalf("ApplyDesired calls %d, options %+v; want one with Try 60s", len(f.applies), f.applyOpts)
+	}
+	if got := f.applies[0].Management.Addresses; len(got) != 1 || got[0] != "192.168.10.7/24" {
+		t.Errorf("applied addresses %v; want [192.168.10.7/24]", got)
+	}
+	if m.mode != modeKeep || !m.Capturing() {
+		t.Fatalf("after the apply: mode %d; want the keep dialog, capturing", m.mode)
+	}
+	mustContain(t, screen(m), "Keep these network settings?", "Rolling back in 0:57", "09:27:50")
+	// a second later
+	m.c.Now = func() time.Time { return fixedNow.Add(time.Second) }
+	send(t, m, common.TickMsg{Now: fixedNow.Add(time.Second)})
+	mustContain(t, screen(m), "Rolling back in 0:56")
+	press(t, m, "k")
+	if f.confirms != 1 || f.rollback != 0 {
+		t.Fatalf("confirms %d, rollbacks %d; want one confirm", f.confirms, f.rollback)
+	}
+	if m.mode != modeMain {
+		t.Errorf("after keep: mode %d; want main", m.mode)
+	}
+	mustContain(t, screen(m), "[PASS] kept")
+}
+
+// Enter on the keep dialog presses the focused button, which starts on
+// [Roll back]: enter alone never keeps by accident.
+func TestKeepDialogButtons(t *testing.T) {
+	for _, tc := range []struct {
+		keys               []string
+		confirms, rollback int
+	}{
+		{[]string{"enter"}, 0, 1},
+		{[]string{"esc"}, 0, 1},
+		{[]string{"b"}, 0, 1},
+		{[]string{"right", "enter"}, 1, 0},
+		{[]string{"k"}, 1, 0},
+		{[]string{"y", "n", "q", "s"}, 0, 0},
+	} {
+		f := newFake()
+		f.pending = trial(testConfig())
+		m := loaded(t, term.Plain, f, true)
+		for _, k := range tc.keys {
+			msg := keyMsg(k)
+			if k == "right" {
+				msg = tea.KeyPressMsg{Code: tea.KeyRight}
+			}
+			send(t, m, msg)
+		}
+		if f.confirms != tc.confirms || f.rollback != tc.rollback {
+			t.Errorf("keys %q: confirms %d, rollbacks %d; want %d, %d", tc.keys, f.confirms, f.rollback, tc.confirms, tc.rollback)
+		}
+	}
+}
+
+// A try started elsewhere shows the dialog when the screen opens; when
+// nobody keeps it, the watchdog rolls it back and the screen says so.
+func TestTrialRollsBackByDefault(t *testing.T) {
+	f := newFake()
+	old := testConfig()
+	f.pending = trial(old)
+	f.applied = testConfig()
+	f.applied.Hostname = "new-name" // what the try applied
+	m := loaded(t, term.Rich, f, true)
+	if m.mode != modeKeep {
+		t.Fatalf("mode %d with a try pending; want the keep dialog", m.mode)
+	}
+	mustContain(t, screen(m), "Rolling back in 0:57")
+	// the deadline passes: the watchdog restores the old record
+	m.c.Now = func() time.Time { return fixedNow.Add(58 * time.Second) }
+	send(t, m, common.TickMsg{Now: fixedNow.Add(58 * time.Second)})
+	mustContain(t, screen(m), "Rolling back now")
+	f.mu.Lock()
+	f.pending, f.applied = nil, old
+	f.mu.Unlock()
+	send(t, m, common.TickMsg{Now: fixedNow.Add(59 * time.Second)})
+	if m.mode != modeMain {
+		t.Fatalf("mode %d after the try ended; want main", m.mode)
+	}
+	mustContain(t, screen(m), "rolled back")
+	if f.confirms != 0 || f.rollback != 0 {
+		t.Errorf("the screen confirmed (%d) or rolled back (%d) by itself", f.confirms, f.rollback)
+	}
+}
+
+func TestTrialKeptElsewhere(t *testing.T) {
+	f := newFake()
+	f.pending = trial(testConfig())
+	m := loaded(t, term.Plain, f, true)
+	f.mu.Lock()
+	f.pending = nil
+	f.applied = testConfig()
+	f.applied.Hostname = "new-name"
+	f.mu.Unlock()
+	send(t, m, common.TickMsg{Now: fixedNow})
+	mustContain(t, screen(m), "kept: the trial was confirmed elsewhere")
+}
+
+func TestFormValidation(t *testing.T) {
+	tests := []struct {
+		name  string
+		field int // tabs from the interface field
+		value string
+		wants []string
+	}{
+		{"gateway outside the subnet", 2, "10.9.9.9", []string{"management.gateway", `"10.9.9.9"`, "none of the subnets"}},
+		{"not a CIDR", 1, "192.168.10.7", []string{"management.addresses[0]", `"192.168.10.7"`}},
+		{"VLAN not a number", 3, "abc", []string{"management.vlan", `"abc"`, "whole number"}},
+		{"bad DNS server", 5, "dns.example", []string{"dns.servers[0]", `"dns.example"`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFake()
+			m := loaded(t, term.Plain, f, true)
+			press(t, m, "e")
+			for range tc.field {
+				press(t, m, "tab")
+			}
+			press(t, m, "ctrl+u")
+			typeText(t, m, tc.value)
+			press(t, m, "ctrl+s")
+			if m.mode != modeForm {
+				t.Fatalf("mode %d after an invalid submit; want the form still open", m.mode)
+			}
+			mustContain(t, screen(m), append([]string{"[FAIL]"}, tc.wants...)...)
+			press(t, m, "esc")
+			if m.mode != modeMain || len(f.applies) != 0 {
+				t.Errorf("after esc: mode %d, %d applies; want main and nothing applied", m.mode, len(f.applies))
+			}
+		})
+	}
+}
+
+// TestReadOnlyRefuses: a console without the writer lock opens no form
+// and changes nothing; it says who holds the lock.
+func TestReadOnlyRefuses(t *testing.T) {
+	for _, k := range []string{"e", "a", "enter", "delete", "z", "c", "b"} {
+		f := newFake()
+		f.pending = nil
+		m := loaded(t, term.Plain, f, false)
+		if k == "c" || k == "b" {
+			f.pending = trial(testConfig())
+			m.pending = f.pending
+		}
+		press(t, m, k)
+		if m.mode != modeMain || m.Capturing() {
+			t.Errorf("key %q on a read-only console: mode %d; want main", k, m.mode)
+		}
+		mustContain(t, screen(m), "read-only: alice on tty1 since 09:12 holds the console lock")
+		if len(f.applies)+f.confirms+f.rollback != 0 {
+			t.Errorf("key %q on a read-only console changed the host", k)
+		}
+	}
+	// the keep dialog only watches there
+	f := newFake()
+	f.pending = trial(testConfig())
+	m := loaded(t, term.Plain, f, false)
+	if m.mode != modeKeep || m.Capturing() {
+		t.Fatalf("read-only console with a try: mode %d capturing %t; want the dialog, not capturing", m.mode, m.Capturing())
+	}
+	press(t, m, "k")
+	press(t, m, "enter")
+	if f.confirms+f.rollback != 0 {
+		t.Error("a read-only console kept or rolled back the try")
+	}
+	mustContain(t, screen(m), "only the console holding the lock can keep it")
+}
+
+func TestTestManagement(t *testing.T) {
+	f := newFake()
+	m := loaded(t, term.Plain, f, false) // a read-only console may test
+	press(t, m, "t")
+	if f.tested != 1 {
+		t.Fatalf("TestManagement called %d times; want 1", f.tested)
+	}
+	mustContain(t, screen(m), "[PASS] link eno1", "up, carrier", "[FAIL] dns 192.168.10.53", "no answer",
+		"the management network has a problem")
+	if got := m.CLI(); got != "virt net test" {
+		t.Errorf("CLI = %q; want virt net test", got)
+	}
+	press(t, m, "esc")
+	if m.mode != modeMain {
+		t.Errorf("esc did not close the results")
+	}
+}
+
+func TestResetToDHCP(t *testing.T) {
+	f := newFake()
+	m := loaded(t, term.Plain, f, true)
+	press(t, m, "z")
+	if m.mode != modeNICs {
+		t.Fatalf("mode %d after z; want the NIC list", m.mode)
+	}
+	mustContain(t, screen(m), "eno1", "(management now)", "eno2", "eno3", "(port of br0)")
+	if got, want := m.CLI(), "virt net reset-dhcp eno1 --try 60s"; got != want {
+		t.Errorf("CLI = %q; want %q", got, want)
+	}
+	// eno3 is a port of br0: refused, naming the field
+	press(t, m, "j", "j", "enter")
+	mustContain(t, screen(m), "[FAIL] management.interface", "port of bridge \"br0\"")
+	press(t, m, "z", "j", "enter")
+	if m.mode != modeDiff {
+		t.Fatalf("mode %d after picking eno2; want the review", m.mode)
+	}
+	mustContain(t, screen(m), "- management.interface: eno1", "+ management.interface: eno2", "+ management.dhcp: true")
+	if got, want := m.CLI(), "virt net reset-dhcp eno2 --try 60s"; got != want {
+		t.Errorf("CLI = %q; want %q", got, want)
+	}
+	press(t, m, "n")
+	if len(f.applies) != 0 || m.mode != modeMain {
+		t.Errorf("n applied (%d) or stayed (mode %d)", len(f.applies), m.mode)
+	}
+}
+
+func TestBridges(t *testing.T) {
+	f := newFake()
+	m := loaded(t, term.Plain, f, true)
+	// br0 carries network lan
+	press(t, m, "delete", "y")
+	mustContain(t, screen(m), `bridge "br0" carries network "lan"`)
+	press(t, m, "j", "-")
+	if m.mode != modeDelete || m.CLI() != "virt net bridge delete br1 --try 60s" {
+		t.Fatalf("mode %d, CLI %q; want the delete dialog for br1", m.mode, m.CLI())
+	}
+	press(t, m, "enter") // the focused button is [Cancel]
+	if m.mode != modeMain {
+		t.Fatalf("enter on [Cancel] left mode %d", m.mode)
+	}
+	press(t, m, "-", "y")
+	mustContain(t, screen(m), "- bridges[br1].name: br1", "- bridges[br1].stp: true")
+
+	// add a bridge: the CLI line follows the form
+	press(t, m, "esc", "a")
+	typeText(t, m, "br2")
+	press(t, m, "tab")
+	typeText(t, m, "eno2")
+	if got, want := m.CLI(), "virt net bridge create br2 --port eno2 --try 60s"; got != want {
+		t.Errorf("CLI = %q; want %q", got, want)
+	}
+	press(t, m, "tab", "tab", " ", "enter")
+	if m.mode != modeDiff {
+		t.Fatalf("mode %d after adding br2; want the review; errors %q", m.mode, m.form.errs)
+	}
+	mustContain(t, screen(m), "+ bridges[br2].name: br2", "+ bridges[br2].ports: eno2", "+ bridges[br2].stp: true", "create bridge br2")
+
+	// a duplicate name is a field error
+	press(t, m, "esc", "a")
+	typeText(t, m, "br0")
+	press(t, m, "ctrl+s")
+	mustContain(t, screen(m), "[FAIL] bridges[2].name", `"br0"`)
+}
+
+func TestApplyFailureShown(t *testing.T) {
+	f := newFake()
+	f.applyErr = errors.New("try: verify: network check failed after 30s: link \"eno1\" has no carrier; the previous state is restored")
+	m := loaded(t, term.Plain, f, true)
+	press(t, m, "e", "tab", "tab", "ctrl+u")
+	typeText(t, m, "192.168.10.254")
+	press(t, m, "ctrl+s", "y")
+	if m.mode != modeMain {
+		t.Fatalf("mode %d after a failed apply; want main", m.mode)
+	}
+	mustContain(t, screen(m), "[FAIL] not applied: try: verify")
+}
+
+// TestKeysAvoidReserved: outside forms and dialogs the screen binds no
+// letter the global key map reserves.
+func TestKeysAvoidReserved(t *testing.T) {
+	m := loaded(t, term.Plain, newFake(), true)
+	m.pending = trial(nil)
+	for _, b := range m.ShortHelp() {
+		for _, k := range b.Keys() {
+			if len([]rune(k)) == 1 && strings.ContainsRune(keys.Reserved, []rune(k)[0]) {
+				t.Errorf("binding %q uses the reserved key %q", b.Help().Desc, k)
+			}
+		}
+	}
+	for _, k := range []string{"e", "a", "t", "z", "c", "b", "j", "k", "-"} {
+		if strings.Contains(keys.Reserved, k) {
+			t.Errorf("screen key %q is reserved", k)
+		}
+	}
+}
+
+// views renders every view of the screen in one tier.
+func views(t *testing.T, tier term.Tier) map[string]string {
+	t.Helper()
+	f := newFake()
+	out := map[string]string{}
+	m := loaded(t, tier, f, true)
+	m.say(0, "kept: the new settings are in /etc/virtcon/network.yaml")
+	out["main"] = m.Render()
+	press(t, m, "e")
+	out["form"] = m.Render()
+	press(t, m, "tab", "tab", "ctrl+u")
+	typeText(t, m, "10.9.9.9")
+	press(t, m, "ctrl+s")
+	out["form-error"] = m.Render()
+	press(t, m, "ctrl+u")
+	typeText(t, m, "192.168.10.254")
+	press(t, m, "ctrl+s")
+	out["diff"] = m.Render()
+	press(t, m, "y")
+	out["keep"] = m.Render()
+	press(t, m, "k", "t")
+	out["test"] = m.Render()
+	press(t, m, "esc", "z")
+	out["nics"] = m.Render()
+	press(t, m, "esc", "j", "-")
+	out["delete"] = m.Render()
+	return out
+}
+
+var goldenViews = []string{"main", "form", "diff", "keep"}
+
+func TestGolden(t *testing.T) {
+	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+		vs := views(t, tier)
+		for _, name := range goldenViews {
+			t.Run(tier.String()+"/"+name, func(t *testing.T) {
+				teatest.RequireEqualOutput(t, []byte(vs[name]))
+			})
+		}
+	}
+}
+
+func TestViewsFit(t *testing.T) {
+	for _, tier := range []term.Tier{term.Rich, term.Linux, term.Plain} {
+		for name, out := range views(t, tier) {
+			lines := strings.Split(out, "\n")
+			if len(lines) != 17 {
+				t.Errorf("%s/%s: %d lines; want 17", tier, name, len(lines))
+			}
+			for i, l := range lines {
+				if w := lipgloss.Width(l); w != 76 {
+					t.Errorf("%s/%s: line %d is %d cells; want 76: %q", tier, name, i, w, ansi.Strip(l))
+				}
+			}
+		}
+	}
+}
+
+func TestPlainIsASCII(t *testing.T) {
+	for name, out := range views(t, term.Plain) {
+		for i, c := range []byte(out) {
+			if c > 0x7E {
+				t.Errorf("%s: byte %#x at %d is above 0x7E: %q", name, c, i, out[max(i-20, 0):min(i+20, len(out))])
+				break
+			}
+		}
+	}
+	m := loaded(t, term.Plain, newFake(), true)
+	for _, col := range m.FullHelp() {
+		for _, b := range col {
+			for _, c := range []byte(b.Help().Key + b.Help().Desc) {
+				if c > 0x7E {
+					t.Errorf("help %q has a byte above 0x7E", b.Help().Key)
+				}
+			}
+		}
+	}
+}
+
+// TestUpdateNeverBlocks: a slow host does not hold up keys.
+func TestUpdateNeverBlocks(t *testing.T) {
+	m := loaded(t, term.Plain, newFake(), true)
+	start := time.Now()
+	_, cmd := m.Update(common.RefreshMsg{})
+	if cmd == nil {
+		t.Fatal("refresh returned no load command")
+	}
+	m.Update(keyMsg("t"))
+	m.Update(keyMsg("esc"))
+	m.Update(keyMsg("e"))
+	if d := time.Since(start); d > 50*time.Millisecond {
+		t.Errorf("Update took %v; it must not do I/O", d)
+	}
+}

@@ -1,0 +1,11 @@
+// Package power is the DCUI's Power screen: reboot or power off the host,
+// each behind a confirmation dialog that says how many VMs are running
+// and names up to five of them (virtcon does not stop them first; their
+// QEMU processes die with the host).
+//
+// The dialog needs a typed y; enter, n and esc cancel, so a stray enter
+// never takes the host down. Read-only consoles are refused with the
+// session's reason. The screen holds no host logic: the running-VM rule
+// and the warning text come from package power (shared with `virt host
+// reboot`), and the actions are injected functions, fakes in tests.
+package power

@@ -1,0 +1,416 @@
+package power
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/virtcon/virtcon/paths"
+	hostpower "github.com/virtcon/virtcon/power"
+	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/styles"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// Sources are the screen's dependencies; each is called from a tea.Cmd.
+type Sources struct {
+	// VMs lists the VMs (vm.Manager.List), for the running-VM warning.
+	VMs func(ctx context.Context) ([]vm.Entry, error)
+	// Reboot and PowerOff take the host down (power.Reboot, power.PowerOff).
+	Reboot   func(ctx context.Context) error
+	PowerOff func(ctx context.Context) error
+}
+
+// LiveSources lists the VMs of the layout and reboots or powers off this
+// machine for real.
+func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources {
+	mgr := vm.NewManager(vm.Options{Layout: layout, Logger: log, HostRoot: hostRoot})
+	return Sources{
+		VMs:      mgr.List,
+		Reboot:   func(ctx context.Context) error { return hostpower.Reboot(ctx, log) },
+		PowerOff: func(ctx context.Context) error { return hostpower.PowerOff(ctx, log) },
+	}
+}
+
+const (
+	loadTimeout   = 30 * time.Second
+	actionTimeout = time.Minute
+	// reloadEvery keeps the running count fresh while the screen is shown.
+	reloadEvery = 5
+	// maxNames is how many running VMs the warning names.
+	maxNames = 5
+)
+
+type (
+	vmsMsg struct {
+		vms []vm.Entry
+		err error
+	}
+	actionMsg struct {
+		a   hostpower.Action
+		err error
+	}
+)
+
+type keyMap struct {
+	Up, Down, Open, Reboot, PowerOff key.Binding
+	Yes, No                          key.Binding
+}
+
+func defaultKeys() keyMap {
+	return keyMap{
+		Up:       key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("up/k", "select")),
+		Down:     key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("down/j", "select")),
+		Open:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "choose")),
+		Reboot:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "reboot host")),
+		PowerOff: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "power off host")),
+		Yes:      key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "confirm")),
+		No:       key.NewBinding(key.WithKeys("n", "N", "esc", "enter"), key.WithHelp("n/esc/enter", "cancel")),
+	}
+}
+
+// Model is the Power screen.
+type Model struct {
+	c   common.Common
+	src Sources
+	km  keyMap
+
+	sel Action // the highlighted action
+
+	vms       []vm.Entry
+	vmErr     error
+	vmsLoaded bool
+	vmsBusy   bool
+	ticks     int
+
+	// dialog is the action awaiting confirmation, nil when none.
+	dialog *Action
+	acting bool
+	done   *Action // requested successfully: the host is going down
+	actErr error
+
+	note      string
+	noteLevel styles.Level
+}
+
+// Action is one of the screen's two actions.
+type Action = hostpower.Action
+
+var _ common.Screen = (*Model)(nil)
+
+// New returns the Power screen.
+func New(c common.Common, src Sources) *Model {
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	m := &Model{c: c, src: src, km: defaultKeys(), sel: hostpower.ActionReboot}
+	m.SetSize(76, 17)
+	return m
+}
+
+// Title names the screen.
+func (m *Model) Title() string { return "Power" }
+
+// CLI is the command for the action in the dialog, else the selected one.
+func (m *Model) CLI() string {
+	a := m.sel
+	if m.dialog != nil {
+		a = *m.dialog
+	}
+	return "virt host " + a.String() + " --yes"
+}
+
+// Capturing is true while the confirmation dialog is open: every letter
+// is the dialog's.
+func (m *Model) Capturing() bool { return m.dialog != nil }
+
+// ShortHelp is the screen's part of the legend.
+func (m *Model) ShortHelp() []key.Binding {
+	if m.dialog != nil {
+		return []key.Binding{m.km.Yes, m.km.No}
+	}
+	return []key.Binding{m.km.Reboot, m.km.PowerOff, m.km.Down, m.km.Open}
+}
+
+// FullHelp is the screen's help.
+func (m *Model) FullHelp() [][]key.Binding {
+	k := m.km
+	return [][]key.Binding{{k.Reboot, k.PowerOff, k.Up, k.Down, k.Open}, {k.Yes, k.No}}
+}
+
+// SetSize sets the content area.
+func (m *Model) SetSize(w, h int) { m.c.Width, m.c.Height = max(w, 20), max(h, 4) }
+
+// Init does nothing: the app activates the screen when it is shown.
+func (m *Model) Init() tea.Cmd { return nil }
+
+func (m *Model) loadVMs() tea.Cmd {
+	if m.vmsBusy || m.src.VMs == nil {
+		return nil
+	}
+	m.vmsBusy = true
+	f := m.src.VMs
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		defer cancel()
+		vms, err := f(ctx)
+		return vmsMsg{vms, err}
+	}
+}
+
+// Update handles keys and results; it never waits on I/O.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case common.ActivateMsg, common.RefreshMsg:
+		return m, m.loadVMs()
+	case common.TickMsg:
+		m.ticks++
+		if m.ticks%reloadEvery == 0 {
+			return m, m.loadVMs()
+		}
+	case vmsMsg:
+		m.vmsBusy, m.vmsLoaded = false, true
+		m.vms, m.vmErr = msg.vms, msg.err
+		if msg.err != nil && m.c.Logger != nil {
+			m.c.Logger.Warn("power: list VMs", "err", msg.err)
+		}
+	case actionMsg:
+		m.acting = false
+		if msg.err != nil {
+			m.actErr = msg.err
+			if m.c.Logger != nil {
+				m.c.Logger.Error("power: action failed", "action", msg.a.String(), "err", msg.err)
+			}
+			return m, nil
+		}
+		a := msg.a
+		m.done, m.actErr = &a, nil
+	case tea.KeyPressMsg:
+		if m.dialog != nil {
+			return m, m.dialogKey(msg)
+		}
+		return m, m.key(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
+	k := m.km
+	switch {
+	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
+		if m.sel == hostpower.ActionReboot {
+			m.sel = hostpower.ActionPowerOff
+		} else {
+			m.sel = hostpower.ActionReboot
+		}
+	case key.Matches(msg, k.Reboot):
+		m.sel = hostpower.ActionReboot
+		return m.open(m.sel)
+	case key.Matches(msg, k.PowerOff):
+		m.sel = hostpower.ActionPowerOff
+		return m.open(m.sel)
+	case key.Matches(msg, k.Open):
+		return m.open(m.sel)
+	}
+	return nil
+}
+
+// open shows the confirmation dialog, or says why not; it refreshes the
+// VM list so the count in the dialog is current.
+func (m *Model) open(a Action) tea.Cmd {
+	m.note = ""
+	switch {
+	case !m.c.Session.CanWrite():
+		m.note, m.noteLevel = verb(a)+" refused: "+m.c.Session.ReadOnlyReason(), styles.Warning
+		return nil
+	case m.acting || m.done != nil:
+		m.note, m.noteLevel = "the host is already going down", styles.Info
+		return nil
+	}
+	m.dialog = &a
+	m.actErr = nil
+	return m.loadVMs()
+}
+
+func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
+	a := *m.dialog
+	switch {
+	case key.Matches(msg, m.km.Yes):
+		m.dialog = nil
+		if !m.c.Session.CanWrite() {
+			// the lock may have moved while the dialog was open
+			m.note, m.noteLevel = verb(a)+" refused: "+m.c.Session.ReadOnlyReason(), styles.Warning
+			return nil
+		}
+		return m.act(a)
+	case key.Matches(msg, m.km.No):
+		m.dialog = nil
+		m.note, m.noteLevel = verb(a)+" cancelled", styles.Info
+	}
+	// any other key leaves the dialog open: only y confirms
+	return nil
+}
+
+func (m *Model) act(a Action) tea.Cmd {
+	f := m.src.Reboot
+	if a == hostpower.ActionPowerOff {
+		f = m.src.PowerOff
+	}
+	if f == nil {
+		m.note, m.noteLevel = verb(a)+" is not available on this console", styles.Failure
+		return nil
+	}
+	m.acting = true
+	if m.c.Logger != nil {
+		m.c.Logger.Warn("power: confirmed", "action", a.String(), "user", m.c.Session.User, "tty", m.c.Session.TTY,
+			"running_vms", len(hostpower.Running(m.vms)))
+	}
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
+		defer cancel()
+		return actionMsg{a, f(ctx)}
+	}
+}
+
+func verb(a Action) string {
+	if a == hostpower.ActionPowerOff {
+		return "power off"
+	}
+	return "reboot"
+}
+
+// View draws the content area.
+func (m *Model) View() tea.View {
+	s := m.c.Styles
+	lines := []string{s.Section.Render("HOST POWER")}
+	for _, a := range []Action{hostpower.ActionReboot, hostpower.ActionPowerOff} {
+		lines = append(lines, m.actionLine(a))
+	}
+	lines = append(lines, "")
+	if m.dialog != nil {
+		lines = append(lines, m.dialogLines(*m.dialog)...)
+	} else {
+		lines = append(lines, s.Section.Render("VIRTUAL MACHINES"))
+		lines = append(lines, m.vmLines(2, m.c.Width)...)
+		lines = append(lines, "")
+		lines = append(lines, m.stateLines()...)
+	}
+	// the note (or the read-only reason) sits at the bottom, wrapped
+	var note []string
+	if m.note != "" {
+		note = m.badged(0, m.c.Width, m.noteLevel, m.note)
+	} else if !m.c.Session.CanWrite() {
+		note = m.badged(0, m.c.Width, styles.Info, m.c.Session.ReadOnlyReason())
+	}
+	body := max(m.c.Height-len(note), 0)
+	if len(lines) > body {
+		lines = lines[:body]
+	}
+	for len(lines) < body {
+		lines = append(lines, "")
+	}
+	lines = append(lines, note...)
+	return tea.NewView(common.Fit(lines, m.c.Width, m.c.Height, s.Ellipsis))
+}
+
+func (m *Model) actionLine(a Action) string {
+	s := m.c.Styles
+	k, name, what := "b", "Reboot", "restart the host"
+	if a == hostpower.ActionPowerOff {
+		k, name, what = "o", "Power off", "shut the host down (it stays off until powered on)"
+	}
+	cursor := "  "
+	label := fmt.Sprintf("%-10s", name)
+	if a == m.sel {
+		// the cursor marks the selection in every tier, colour only adds
+		cursor = "> "
+		label = s.Title.Render(label)
+	}
+	return "  " + cursor + s.HelpKey.Render(k) + "  " + label + " " + s.Muted.Render(what)
+}
+
+// vmLines is the running-VM warning, indented, for width cells.
+func (m *Model) vmLines(indent, width int) []string {
+	s := m.c.Styles
+	pad := strings.Repeat(" ", indent)
+	switch {
+	case !m.vmsLoaded:
+		return []string{pad + s.Muted.Render("checking for running VMs"+dots(s))}
+	case m.vmErr != nil && len(m.vms) == 0:
+		return m.badged(indent, width, styles.Unknown, "could not list the VMs ("+m.vmErr.Error()+"); any running VM will be stopped hard")
+	}
+	running := hostpower.Running(m.vms)
+	if len(running) == 0 {
+		return []string{pad + s.Badgef(styles.OK) + " no VM is running"}
+	}
+	lines := m.badged(indent, width, styles.Warning, hostpower.Warning(running, maxNames))
+	return append(lines, pad+"       "+s.Muted.Render("to stop them cleanly first: F4/v, or virt vm stop NAME"))
+}
+
+// badged is "[WARN] text" at indent with the text wrapped under itself
+// to width cells.
+func (m *Model) badged(indent, width int, l styles.Level, text string) []string {
+	s := m.c.Styles
+	pad := strings.Repeat(" ", indent)
+	wrapped := strings.Split(ansi.Wrap(text, max(width-indent-7, 10), "-"), "\n")
+	out := []string{pad + s.Badgef(l) + " " + wrapped[0]}
+	for _, w := range wrapped[1:] {
+		out = append(out, pad+"       "+w)
+	}
+	return out
+}
+
+func (m *Model) stateLines() []string {
+	s := m.c.Styles
+	switch {
+	case m.acting:
+		return []string{"  " + s.Badgef(styles.Info) + " asking the system to go down" + dots(s)}
+	case m.actErr != nil:
+		// the core's error names the action and the command
+		return m.badged(2, m.c.Width, styles.Failure, m.actErr.Error())
+	case m.done != nil:
+		return []string{"  " + s.Badgef(styles.Info) + " " + verb(*m.done) + " requested: the host is going down"}
+	}
+	return nil
+}
+
+// dialogLines is the confirmation box.
+func (m *Model) dialogLines(a Action) []string {
+	s := m.c.Styles
+	iw := max(m.c.Width-6, 20) // inside the border and a space each side
+	title := "Reboot the host?"
+	if a == hostpower.ActionPowerOff {
+		title = "Power off the host? It stays off until powered on again."
+	}
+	inner := []string{s.Title.Render(title), ""}
+	inner = append(inner, m.vmLines(0, iw)...)
+	inner = append(inner, "",
+		"Type "+s.HelpKey.Render("y")+" to "+verb(a)+" now; "+s.HelpKey.Render("n")+", "+
+			s.HelpKey.Render("esc")+" or "+s.HelpKey.Render("enter")+" cancel (the default).")
+	for i, l := range inner {
+		if lipgloss.Width(l) > iw {
+			l = ansi.Truncate(l, iw, s.Ellipsis)
+		}
+		inner[i] = " " + l + strings.Repeat(" ", iw-lipgloss.Width(l)) + " "
+	}
+	box := s.Frame.Render(strings.Join(inner, "\n"))
+	var out []string
+	for _, l := range strings.Split(box, "\n") {
+		out = append(out, " "+l)
+	}
+	return out
+}
+
+func dots(s *styles.Styles) string {
+	if s.Ellipsis == "~" {
+		return "..."
+	}
+	return s.Ellipsis
+}

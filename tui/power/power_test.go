@@ -1,0 +1,337 @@
+package power
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/vm"
+)
+
+const width, height = 76, 17
+
+// fake records the power actions; nothing in these tests can reach the
+// real power.Reboot.
+type fake struct {
+	vms      []vm.Entry
+	vmErr    error
+	actErr   error
+	reboots  int
+	poweroff int
+}
+
+func (f *fake) sources() Sources {
+	return Sources{
+		VMs:      func(context.Context) ([]vm.Entry, error) { return f.vms, f.vmErr },
+		Reboot:   func(context.Context) error { f.reboots++; return f.actErr },
+		PowerOff: func(context.Context) error { f.poweroff++; return f.actErr },
+	}
+}
+
+func threeRunning() []vm.Entry {
+	return []vm.Entry{
+		{Name: "web-01", Phase: vm.PhaseRunning, PID: 101},
+		{Name: "web-02", Phase: vm.PhaseRunning, PID: 102},
+		{Name: "build", Phase: vm.PhaseStopped},
+		{Name: "db-01", Phase: vm.PhasePaused, PID: 103},
+	}
+}
+
+func newModel(tier term.Tier, f *fake, writer bool) *Model {
+	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c.Now = func() time.Time { return time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC) }
+	c.Session = &common.Session{User: "alice", TTY: "tty1", Writer: writer, Holder: "bob on tty2 since 09:12"}
+	m := New(c, f.sources())
+	m.SetSize(width, height)
+	return m
+}
+
+// send delivers msg and runs the Cmd it returns synchronously.
+func send(m *Model, msg tea.Msg) {
+	_, cmd := m.Update(msg)
+	if cmd != nil {
+		m.Update(cmd())
+	}
+}
+
+func keyMsg(k string) tea.KeyPressMsg {
+	switch k {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "up":
+		return tea.KeyPressMsg{Code: tea.KeyUp}
+	}
+	return tea.KeyPressMsg{Code: rune(k[0]), Text: k}
+}
+
+func press(m *Model, keys ...string) {
+	for _, k := range keys {
+		send(m, keyMsg(k))
+	}
+}
+
+func view(m *Model) string { return m.View().Content }
+
+func checkSize(t *testing.T, out string, w, h int) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) != h {
+		t.Errorf("got %d lines; want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if got := lipgloss.Width(l); got != w {
+			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
+		}
+	}
+}
+
+func checkASCII(t *testing.T, name string, b []byte) {
+	t.Helper()
+	for i, c := range b {
+		if c > 0x7E {
+			t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, c, i, b[max(i-20, 0):min(i+20, len(b))])
+		}
+	}
+}
+
+func states(t *testing.T, tier term.Tier) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	f := &fake{vms: threeRunning()}
+	m := newModel(tier, f, true)
+	send(m, common.ActivateMsg{})
+	out["idle"] = view(m)
+	press(m, "b")
+	out["reboot_dialog"] = view(m)
+	press(m, "esc", "o")
+	out["poweroff_dialog"] = view(m)
+
+	none := newModel(tier, &fake{}, true)
+	send(none, common.ActivateMsg{})
+	out["no_vms"] = view(none)
+
+	ro := newModel(tier, &fake{vms: threeRunning()}, false)
+	send(ro, common.ActivateMsg{})
+	press(ro, "b")
+	out["read_only"] = view(ro)
+
+	failed := newModel(tier, &fake{actErr: errors.New("reboot: /usr/bin/systemctl reboot: exit status 1: Failed to reboot system via logind: Access denied")}, true)
+	send(failed, common.ActivateMsg{})
+	press(failed, "b", "y")
+	out["failed"] = view(failed)
+	return out
+}
+
+func TestGolden(t *testing.T) {
+	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+		for name, out := range states(t, tier) {
+			t.Run(tier.String()+"_"+name, func(t *testing.T) {
+				checkSize(t, out, width, height)
+				teatest.RequireEqualOutput(t, []byte(out))
+			})
+		}
+	}
+}
+
+func TestPlainIsASCII(t *testing.T) {
+	for name, out := range states(t, term.Plain) {
+		checkASCII(t, name, []byte(out))
+	}
+	m := newModel(term.Plain, &fake{}, true)
+	for _, col := range m.FullHelp() {
+		for _, b := range col {
+			checkASCII(t, "help", []byte(b.Help().Key+b.Help().Desc))
+		}
+	}
+}
+
+func TestLinuxFits(t *testing.T) {
+	for name, out := range states(t, term.Linux) {
+		t.Run(name, func(t *testing.T) { checkSize(t, out, width, height) })
+	}
+}
+
+// TestConfirmation: only a typed y goes ahead; enter (the default), n and
+// esc cancel; other letters keep the dialog open.
+func TestConfirmation(t *testing.T) {
+	tests := []struct {
+		name               string
+		keys               []string
+		reboots, poweroffs int
+		open               bool
+	}{
+		{"b then y reboots", []string{"b", "y"}, 1, 0, false},
+		{"o then y powers off", []string{"o", "y"}, 0, 1, false},
+		{"enter on the selection opens, y confirms", []string{"down", "enter", "y"}, 0, 1, false},
+		{"enter cancels (default No)", []string{"b", "enter"}, 0, 0, false},
+		{"n cancels", []string{"b", "n"}, 0, 0, false},
+		{"esc cancels", []string{"o", "esc"}, 0, 0, false},
+		{"other letters keep the dialog", []string{"b", "x", "q", "s", "1"}, 0, 0, true},
+		{"a cancelled dialog needs a new one", []string{"b", "n", "y"}, 0, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fake{vms: threeRunning()}
+			m := newModel(term.Plain, f, true)
+			send(m, common.ActivateMsg{})
+			press(m, tc.keys...)
+			if f.reboots != tc.reboots || f.poweroff != tc.poweroffs {
+				t.Errorf("reboots %d, power-offs %d; want %d, %d", f.reboots, f.poweroff, tc.reboots, tc.poweroffs)
+			}
+			if m.Capturing() != tc.open {
+				t.Errorf("dialog open (Capturing) = %v; want %v", m.Capturing(), tc.open)
+			}
+		})
+	}
+}
+
+func TestDialogWarnsAboutRunningVMs(t *testing.T) {
+	var vms []vm.Entry
+	for i := range 7 {
+		vms = append(vms, vm.Entry{Name: fmt.Sprintf("vm-%d", i), Phase: vm.PhaseRunning, PID: 100 + i})
+	}
+	m := newModel(term.Plain, &fake{vms: vms}, true)
+	send(m, common.ActivateMsg{})
+	press(m, "b")
+	if !m.Capturing() {
+		t.Fatal("b did not open the dialog")
+	}
+	if got := m.CLI(); got != "virt host reboot --yes" {
+		t.Errorf("CLI = %q; want virt host reboot --yes", got)
+	}
+	v := strings.Join(strings.Fields(strings.NewReplacer("|", " ", "│", " ").Replace(ansi.Strip(view(m)))), " ")
+	for _, want := range []string{"Reboot the host?", "7 VMs are running (vm-0, vm-1, vm-2, vm-3, vm-4, and 2 more)",
+		"stopped hard", "virtcon does not stop them for you", "Type y to reboot now"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("dialog lacks %q:\n%s", want, view(m))
+		}
+	}
+	if strings.Contains(v, "vm-5") {
+		t.Error("the dialog names more than 5 VMs")
+	}
+}
+
+func TestReadOnlyRefused(t *testing.T) {
+	f := &fake{vms: threeRunning()}
+	m := newModel(term.Plain, f, false)
+	send(m, common.ActivateMsg{})
+	for _, k := range []string{"b", "o", "enter"} {
+		press(m, k)
+		if m.Capturing() {
+			t.Fatalf("%s opened the dialog on a read-only console", k)
+		}
+		press(m, "y")
+	}
+	if f.reboots+f.poweroff != 0 {
+		t.Errorf("a read-only console ran %d power actions", f.reboots+f.poweroff)
+	}
+	want := "refused: read-only: bob on tty2 since 09:12 holds the console lock"
+	if v := strings.Join(strings.Fields(ansi.Strip(view(m))), " "); !strings.Contains(v, want) {
+		t.Errorf("screen lacks %q:\n%s", want, v)
+	}
+}
+
+// TestLockLostWhileDialogOpen: the session is checked again at y.
+func TestLockLostWhileDialogOpen(t *testing.T) {
+	f := &fake{}
+	m := newModel(term.Plain, f, true)
+	press(m, "o")
+	m.c.Session.Writer = false
+	press(m, "y")
+	if f.poweroff != 0 {
+		t.Error("powered off after the console lost the lock")
+	}
+	if v := ansi.Strip(view(m)); !strings.Contains(v, "power off refused") {
+		t.Errorf("no refusal:\n%s", v)
+	}
+}
+
+func TestActionResult(t *testing.T) {
+	f := &fake{}
+	m := newModel(term.Plain, f, true)
+	press(m, "b", "y")
+	if v := ansi.Strip(view(m)); !strings.Contains(v, "reboot requested: the host is going down") {
+		t.Errorf("no success text:\n%s", v)
+	}
+	press(m, "o")
+	if m.Capturing() || f.poweroff != 0 {
+		t.Error("a second action was offered while the host is going down")
+	}
+
+	e := &fake{actErr: errors.New("poweroff: /usr/sbin/poweroff: exit status 1: must be superuser.")}
+	n := newModel(term.Plain, e, true)
+	press(n, "o", "y")
+	v := strings.Join(strings.Fields(ansi.Strip(view(n))), " ")
+	if !strings.Contains(v, "[FAIL] "+e.actErr.Error()) {
+		t.Errorf("error not shown verbatim:\n%s", view(n))
+	}
+	// after a failure the operator may try again
+	press(n, "o", "y")
+	if e.poweroff != 2 {
+		t.Errorf("power-offs %d; want 2 (a retry after a failure)", e.poweroff)
+	}
+}
+
+func TestVMListStates(t *testing.T) {
+	m := newModel(term.Plain, &fake{vmErr: errors.New("vm store: permission denied")}, true)
+	if v := ansi.Strip(view(m)); !strings.Contains(v, "checking for running VMs...") {
+		t.Errorf("before the load:\n%s", v)
+	}
+	send(m, common.ActivateMsg{})
+	v := strings.Join(strings.Fields(ansi.Strip(view(m))), " ")
+	if !strings.Contains(v, "[????] could not list the VMs (vm store: permission denied); any running VM will be stopped hard") {
+		t.Errorf("list error not shown:\n%s", view(m))
+	}
+	// the list is reloaded every few ticks and on opening the dialog
+	reloads := 0
+	src := (&fake{}).sources()
+	src.VMs = func(context.Context) ([]vm.Entry, error) { reloads++; return nil, nil }
+	r := New(m.c, src)
+	for range reloadEvery {
+		send(r, common.TickMsg{})
+	}
+	send(r, keyMsg("b"))
+	if reloads != 2 {
+		t.Errorf("VM list loaded %d times; want 2 (a tick period, the dialog)", reloads)
+	}
+	if _, cmd := r.Update(common.RefreshMsg{}); cmd == nil {
+		t.Error("refresh did not reload the VM list")
+	}
+	if _, cmd := r.Update(common.RefreshMsg{}); cmd != nil {
+		t.Error("a second load started while one is in flight")
+	}
+}
+
+func TestSelectionAndCLI(t *testing.T) {
+	m := newModel(term.Plain, &fake{}, true)
+	if m.CLI() != "virt host reboot --yes" {
+		t.Errorf("CLI = %q; want the reboot command", m.CLI())
+	}
+	press(m, "down")
+	if m.CLI() != "virt host poweroff --yes" {
+		t.Errorf("CLI after down = %q; want the poweroff command", m.CLI())
+	}
+	if !strings.Contains(ansi.Strip(view(m)), "> o  Power off") {
+		t.Errorf("the selection is not marked:\n%s", view(m))
+	}
+	press(m, "k")
+	if m.CLI() != "virt host reboot --yes" {
+		t.Errorf("CLI after k = %q; want the reboot command", m.CLI())
+	}
+}

@@ -1,0 +1,963 @@
+package vms
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/styles"
+	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// Manager is what the screen needs from the VM core; *vm.Manager
+// satisfies it.
+type Manager interface {
+	List(ctx context.Context) ([]vm.Entry, error)
+	Start(ctx context.Context, ref string) error
+	Stop(ctx context.Context, ref string, opts vm.StopOptions) error
+	Reboot(ctx context.Context, ref string) error
+	Delete(ctx context.Context, ref string, force bool) error
+}
+
+var _ Manager = (*vm.Manager)(nil)
+
+// Options configure the screen.
+type Options struct {
+	// VirtPath is the `virt` binary the console runs; "" refuses the
+	// console (FindVirt finds it).
+	VirtPath string
+	// Root is virtcon's --root ("" or "/" for the real host).
+	Root string
+}
+
+// FindVirt returns the `virt` binary next to the running executable, else
+// the one on PATH, else "".
+func FindVirt() string {
+	if exe, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(exe), "virt")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("virt"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// Timeouts of the calls. Stop gets the guest's ACPI time plus room for
+// QMP quit and SIGKILL, as `virt vm stop` has.
+const (
+	listTimeout   = 30 * time.Second
+	startTimeout  = 60 * time.Second
+	stopGrace     = 60 * time.Second // `virt vm stop`'s default --timeout
+	stopMargin    = 30 * time.Second
+	actionTimeout = 30 * time.Second
+	reloadEvery   = 5 // ticks
+)
+
+// action is a lifecycle operation on one VM.
+type action int
+
+const (
+	actStart action = iota + 1
+	actStop
+	actForceStop
+	actReboot
+	actDelete
+	actConsole
+)
+
+// menuItems is the action menu, in order, with the letter that picks each.
+var menuItems = []struct {
+	act    action
+	letter string
+	label  string
+}{
+	{actStart, "s", "Start"},
+	{actStop, "t", "Stop (ACPI power button, 60s)"},
+	{actForceStop, "f", "Force stop (quit QEMU at once)"},
+	{actReboot, "b", "Reboot (hard reset)"},
+	{actDelete, "D/x", "Delete..."},
+	{actConsole, "c", "Console (Ctrl-] detaches)"},
+}
+
+// progress is what the phase column says while the action runs.
+func (a action) progress() string {
+	switch a {
+	case actStart:
+		return "starting"
+	case actStop:
+		return "stopping"
+	case actForceStop:
+		return "killing"
+	case actReboot:
+		return "rebooting"
+	case actDelete:
+		return "deleting"
+	}
+	return "busy"
+}
+
+// done is the message after the action succeeded.
+func (a action) done() string {
+	switch a {
+	case actStart:
+		return "started"
+	case actStop:
+		return "stopped"
+	case actForceStop:
+		return "stopped (forced)"
+	case actReboot:
+		return "reset"
+	case actDelete:
+		return "deleted"
+	}
+	return "done"
+}
+
+// cli is the `virt` command that does the same.
+func (a action) cli(name string) string {
+	n := shellQuote(name)
+	switch a {
+	case actStart:
+		return "virt vm start " + n
+	case actStop:
+		return "virt vm stop " + n
+	case actForceStop:
+		return "virt vm stop --force " + n
+	case actReboot:
+		return "virt vm reboot " + n
+	case actDelete:
+		return "virt vm delete " + n
+	case actConsole:
+		return "virt vm console " + n
+	}
+	return "virt vm list"
+}
+
+func (a action) timeout() time.Duration {
+	switch a {
+	case actStart:
+		return startTimeout
+	case actStop:
+		return stopGrace + stopMargin
+	}
+	return actionTimeout
+}
+
+// shellQuote quotes s for the CLI line when it holds anything beyond the
+// characters VM names use.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_.:@/", r)))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// Messages of the screen's own commands.
+type (
+	listMsg struct {
+		entries []vm.Entry
+		err     error
+	}
+	actionDoneMsg struct {
+		key  string
+		act  action
+		name string
+		err  error
+	}
+	consoleDoneMsg struct {
+		name string
+		err  error
+	}
+)
+
+// KeyMap is the screen's own bindings; none uses a globally reserved letter.
+type KeyMap struct {
+	Up, Down, PageUp, PageDown, Home, End key.Binding
+	Menu, Start, Stop, ForceStop, Reboot  key.Binding
+	Delete, Console                       key.Binding
+}
+
+// DefaultKeyMap returns the screen's bindings.
+func DefaultKeyMap() KeyMap {
+	return KeyMap{
+		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("up/k", "up")),
+		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("dn/j", "down")),
+		PageUp:    key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "page up")),
+		PageDown:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
+		Home:      key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "first")),
+		End:       key.NewBinding(key.WithKeys("end"), key.WithHelp("end", "last")),
+		Menu:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "actions")),
+		Start:     key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "start")),
+		Stop:      key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "stop")),
+		ForceStop: key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "force stop")),
+		Reboot:    key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "reboot")),
+		Delete:    key.NewBinding(key.WithKeys("delete", "D"), key.WithHelp("Del/D", "delete")),
+		Console:   key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "console (^] detach)")),
+	}
+}
+
+type menuState struct {
+	key string // the VM it was opened for
+	idx int
+}
+
+type confirmState struct {
+	act action
+	e   vm.Entry
+	yes bool // focus on the confirming button; false (cancel) by default
+}
+
+// Model is the virtual machines screen.
+type Model struct {
+	c    common.Common
+	mgr  Manager
+	opts Options
+	keys KeyMap
+
+	entries      []vm.Entry
+	loaded       bool
+	loadErr      error
+	loading      bool
+	reloadQueued bool
+	ticks        int
+
+	cursor, offset int
+	busy           map[string]action
+	msg            string
+
+	menu    *menuState
+	confirm *confirmState
+}
+
+var _ common.Screen = (*Model)(nil)
+
+// New returns the screen. mgr is usually a *vm.Manager.
+func New(c common.Common, mgr Manager, opts Options) *Model {
+	if c.Session == nil {
+		c.Session = &common.Session{}
+	}
+	if c.Styles == nil {
+		c.Styles = styles.New(c.Tier)
+	}
+	m := &Model{c: c, mgr: mgr, opts: opts, keys: DefaultKeyMap(), busy: map[string]action{}}
+	m.SetSize(c.Width, c.Height)
+	return m
+}
+
+// SetSize lays the content area out for w x h cells.
+func (m *Model) SetSize(w, h int) {
+	if w <= 0 || h <= 0 {
+		w, h = term.Size(w, h)
+	}
+	m.c.Width, m.c.Height = w, h
+	m.scrollToCursor()
+}
+
+// Title names the screen.
+func (m *Model) Title() string { return "Virtual machines" }
+
+// Capturing reports that the menu or the confirmation dialog takes every key.
+func (m *Model) Capturing() bool { return m.menu != nil || m.confirm != nil }
+
+// ShortHelp is the screen's part of the key legend.
+func (m *Model) ShortHelp() []key.Binding {
+	k := m.keys
+	return []key.Binding{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console}
+}
+
+// FullHelp is the screen's help.
+func (m *Model) FullHelp() [][]key.Binding {
+	k := m.keys
+	return [][]key.Binding{
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
+		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console},
+	}
+}
+
+// CLI is the command of the highlighted menu item or pending action, else
+// the obvious next step for the selected VM, else `virt vm list`.
+func (m *Model) CLI() string {
+	if m.confirm != nil {
+		return m.confirm.act.cli(m.confirm.e.Name)
+	}
+	e, ok := m.selected()
+	if !ok || !actionable(e) {
+		return "virt vm list"
+	}
+	if m.menu != nil {
+		return menuItems[m.menu.idx].act.cli(e.Name)
+	}
+	if a, ok := m.busy[entryKey(e)]; ok {
+		return a.cli(e.Name)
+	}
+	if running(e) {
+		return actStop.cli(e.Name)
+	}
+	return actStart.cli(e.Name)
+}
+
+// Init loads nothing: the app sends ActivateMsg when the screen shows.
+func (m *Model) Init() tea.Cmd { return nil }
+
+// entryKey identifies an entry across reloads.
+func entryKey(e vm.Entry) string {
+	if e.UID != "" {
+		return e.UID
+	}
+	return "pid:" + strconv.Itoa(e.PID) + ":" + e.Name
+}
+
+// actionable: virtcon acts on its own VMs only.
+func actionable(e vm.Entry) bool { return e.Class == vm.ClassManaged || e.Class == vm.ClassMissing }
+
+// running: a QEMU process exists for the VM.
+func running(e vm.Entry) bool {
+	if e.PID > 0 {
+		return true
+	}
+	switch e.Phase {
+	case vm.PhaseRunning, vm.PhasePaused, vm.PhaseShuttingDown, vm.PhaseUnresponsive:
+		return e.Class == vm.ClassManaged
+	}
+	return false
+}
+
+func (m *Model) selected() (vm.Entry, bool) {
+	if m.cursor < 0 || m.cursor >= len(m.entries) {
+		return vm.Entry{}, false
+	}
+	return m.entries[m.cursor], true
+}
+
+func (m *Model) find(k string) (vm.Entry, bool) {
+	for _, e := range m.entries {
+		if entryKey(e) == k {
+			return e, true
+		}
+	}
+	return vm.Entry{}, false
+}
+
+// listRows is how many table rows fit: the area less the header, the
+// detail line and the message line.
+func (m *Model) listRows() int { return max(m.c.Height-3, 1) }
+
+func (m *Model) scrollToCursor() {
+	m.cursor = min(max(m.cursor, 0), max(len(m.entries)-1, 0))
+	rows := m.listRows()
+	if m.cursor < m.offset {
+		m.offset = m.cursor
+	}
+	if m.cursor >= m.offset+rows {
+		m.offset = m.cursor - rows + 1
+	}
+	m.offset = min(max(m.offset, 0), max(len(m.entries)-rows, 0))
+}
+
+func (m *Model) load() tea.Cmd {
+	if m.mgr == nil {
+		return nil
+	}
+	if m.loading {
+		m.reloadQueued = true
+		return nil
+	}
+	m.loading = true
+	mgr := m.mgr
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+		defer cancel()
+		entries, err := mgr.List(ctx)
+		return listMsg{entries, err}
+	}
+}
+
+// Update handles keys and results. It never waits on the host.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case common.ActivateMsg, common.RefreshMsg:
+		return m, m.load()
+	case common.TickMsg:
+		m.ticks++
+		if m.ticks%reloadEvery == 0 {
+			return m, m.load()
+		}
+	case listMsg:
+		m.loading, m.loaded = false, true
+		m.loadErr = msg.err
+		if msg.err != nil && m.c.Logger != nil {
+			m.c.Logger.Warn("vms: list", "err", msg.err)
+		}
+		if msg.entries != nil || msg.err == nil {
+			m.setEntries(msg.entries)
+		}
+		if m.reloadQueued {
+			m.reloadQueued = false
+			return m, m.load()
+		}
+	case actionDoneMsg:
+		delete(m.busy, msg.key)
+		if msg.err != nil {
+			m.fail(msg.err.Error())
+			if m.c.Logger != nil {
+				m.c.Logger.Warn("vms: action failed", "vm", msg.name, "action", msg.act.progress(), "err", msg.err)
+			}
+		} else {
+			m.ok(msg.name + " " + msg.act.done())
+		}
+		return m, m.load()
+	case consoleDoneMsg:
+		if msg.err != nil {
+			m.fail("console " + msg.name + ": " + msg.err.Error())
+		} else {
+			m.info("console closed (" + msg.name + " keeps running)")
+		}
+		return m, m.load()
+	case tea.KeyPressMsg:
+		return m, m.key(msg)
+	}
+	return m, nil
+}
+
+func (m *Model) setEntries(entries []vm.Entry) {
+	var keep string
+	if e, ok := m.selected(); ok {
+		keep = entryKey(e)
+	}
+	m.entries = entries
+	for i, e := range entries {
+		if entryKey(e) == keep {
+			m.cursor = i
+			break
+		}
+	}
+	m.scrollToCursor()
+	if m.menu != nil {
+		if _, ok := m.find(m.menu.key); !ok {
+			m.menu = nil
+		}
+	}
+}
+
+func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
+	switch {
+	case m.confirm != nil:
+		return m.confirmKey(msg)
+	case m.menu != nil:
+		return m.menuKey(msg)
+	}
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Up):
+		m.cursor--
+	case key.Matches(msg, k.Down):
+		m.cursor++
+	case key.Matches(msg, k.PageUp):
+		m.cursor -= m.listRows()
+	case key.Matches(msg, k.PageDown):
+		m.cursor += m.listRows()
+	case key.Matches(msg, k.Home):
+		m.cursor = 0
+	case key.Matches(msg, k.End):
+		m.cursor = len(m.entries) - 1
+	case key.Matches(msg, k.Menu):
+		m.openMenu()
+	case key.Matches(msg, k.Start):
+		return m.request(actStart)
+	case key.Matches(msg, k.Stop):
+		return m.request(actStop)
+	case key.Matches(msg, k.ForceStop):
+		return m.request(actForceStop)
+	case key.Matches(msg, k.Reboot):
+		return m.request(actReboot)
+	case key.Matches(msg, k.Delete):
+		return m.request(actDelete)
+	case key.Matches(msg, k.Console):
+		return m.request(actConsole)
+	case msg.String() == "esc":
+		m.msg = ""
+	}
+	m.scrollToCursor()
+	return nil
+}
+
+func (m *Model) openMenu() {
+	e, ok := m.selected()
+	if !ok {
+		return
+	}
+	if why := notOurs(e); why != "" {
+		m.warn(why)
+		return
+	}
+	idx := 0 // start
+	if running(e) {
+		idx = 1 // stop
+	}
+	m.menu = &menuState{key: entryKey(e), idx: idx}
+}
+
+func (m *Model) menuKey(msg tea.KeyPressMsg) tea.Cmd {
+	s := msg.String()
+	switch s {
+	case "esc":
+		m.menu = nil
+		return nil
+	case "up", "k":
+		m.menu.idx = (m.menu.idx + len(menuItems) - 1) % len(menuItems)
+		return nil
+	case "down", "j", "tab":
+		m.menu.idx = (m.menu.idx + 1) % len(menuItems)
+		return nil
+	case "enter":
+		return m.pick(menuItems[m.menu.idx].act)
+	case "x", "delete":
+		return m.pick(actDelete)
+	}
+	for _, it := range menuItems {
+		if s == it.letter || strings.HasPrefix(it.letter, s+"/") {
+			return m.pick(it.act)
+		}
+	}
+	return nil
+}
+
+// pick closes the menu and requests the action on the VM it was opened for.
+func (m *Model) pick(a action) tea.Cmd {
+	k := m.menu.key
+	m.menu = nil
+	e, ok := m.find(k)
+	if !ok {
+		m.warn("the VM is gone from the list")
+		return nil
+	}
+	return m.requestFor(a, e)
+}
+
+func (m *Model) confirmKey(msg tea.KeyPressMsg) tea.Cmd {
+	c := m.confirm
+	switch msg.String() {
+	case "y", "Y":
+		return m.confirmed()
+	case "n", "N", "esc":
+	case "enter":
+		if c.yes {
+			return m.confirmed()
+		}
+	case "tab", "shift+tab", "left", "right":
+		c.yes = !c.yes
+		return nil
+	default:
+		return nil
+	}
+	m.confirm = nil
+	m.info(c.e.Name + ": delete cancelled")
+	return nil
+}
+
+func (m *Model) confirmed() tea.Cmd {
+	c := m.confirm
+	m.confirm = nil
+	// the world may have changed while the dialog was open
+	if !m.c.Session.CanWrite() {
+		m.warn(m.c.Session.ReadOnlyReason())
+		return nil
+	}
+	return m.run(c.act, c.e)
+}
+
+// notOurs says why virtcon does not act on e, "" when it does.
+func notOurs(e vm.Entry) string {
+	if actionable(e) {
+		return ""
+	}
+	why := e.Message
+	if why == "" {
+		why = "listed read-only"
+	}
+	return fmt.Sprintf("%s is %s: %s", e.Name, e.Class, why)
+}
+
+func (m *Model) request(a action) tea.Cmd {
+	e, ok := m.selected()
+	if !ok {
+		m.warn("no VM selected")
+		return nil
+	}
+	return m.requestFor(a, e)
+}
+
+// requestFor applies the refusals, then runs the action, asks to confirm
+// it, or opens the console.
+func (m *Model) requestFor(a action, e vm.Entry) tea.Cmd {
+	if why := notOurs(e); why != "" {
+		m.warn(why)
+		return nil
+	}
+	if !m.c.Session.CanWrite() {
+		m.warn(m.c.Session.ReadOnlyReason())
+		return nil
+	}
+	if b, ok := m.busy[entryKey(e)]; ok {
+		m.warn(fmt.Sprintf("%s is busy (%s): wait for it to finish", e.Name, b.progress()))
+		return nil
+	}
+	switch a {
+	case actConsole:
+		return m.console(e)
+	case actDelete:
+		if running(e) {
+			// the core refuses it too; `virt vm delete --force` is the CLI's way
+			m.warn(fmt.Sprintf("%s is running: stop it first (or: virt vm delete --force %s)", e.Name, shellQuote(e.Name)))
+			return nil
+		}
+		m.confirm = &confirmState{act: a, e: e}
+		return nil
+	}
+	return m.run(a, e)
+}
+
+func (m *Model) run(a action, e vm.Entry) tea.Cmd {
+	k := entryKey(e)
+	m.busy[k] = a
+	m.msg = ""
+	mgr, ref, name := m.mgr, e.UID, e.Name
+	if ref == "" {
+		ref = name
+	}
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(context.Background(), a.timeout())
+		defer cancel()
+		var err error
+		switch a {
+		case actStart:
+			err = mgr.Start(ctx, ref)
+		case actStop:
+			err = mgr.Stop(ctx, ref, vm.StopOptions{Timeout: stopGrace})
+		case actForceStop:
+			err = mgr.Stop(ctx, ref, vm.StopOptions{Force: true})
+		case actReboot:
+			err = mgr.Reboot(ctx, ref)
+		case actDelete:
+			err = mgr.Delete(ctx, ref, false)
+		}
+		return actionDoneMsg{key: k, act: a, name: name, err: err}
+	}
+}
+
+// console runs `virt vm console NAME` on the terminal; the program is
+// suspended until the operator detaches with Ctrl-].
+func (m *Model) console(e vm.Entry) tea.Cmd {
+	if m.opts.VirtPath == "" {
+		m.fail("virt binary not found: cannot open the console")
+		return nil
+	}
+	if !running(e) {
+		m.warn(e.Name + " is not running: start it first")
+		return nil
+	}
+	m.msg = ""
+	name := e.Name
+	return tea.ExecProcess(consoleCommand(m.opts.VirtPath, m.opts.Root, e), func(err error) tea.Msg {
+		return consoleDoneMsg{name: name, err: err}
+	})
+}
+
+// consoleCommand is `virt [--root ROOT] vm console NAME`: arguments, never
+// a shell string.
+func consoleCommand(virt, root string, e vm.Entry) *exec.Cmd {
+	var args []string
+	if root != "" && root != "/" {
+		args = append(args, "--root", root)
+	}
+	ref := e.Name
+	if ref == "" || ref == "-" {
+		ref = e.UID
+	}
+	return exec.Command(virt, append(args, "vm", "console", ref)...)
+}
+
+func (m *Model) ok(s string)   { m.msg = m.c.Styles.Badgef(styles.OK) + " " + m.clean(s) }
+func (m *Model) info(s string) { m.msg = m.c.Styles.Badgef(styles.Info) + " " + m.clean(s) }
+func (m *Model) warn(s string) { m.msg = m.c.Styles.Badgef(styles.Warning) + " " + m.clean(s) }
+func (m *Model) fail(s string) { m.msg = m.c.Styles.Badgef(styles.Failure) + " " + m.clean(s) }
+
+// clean makes host text safe to draw: no control characters or escape
+// sequences (an EXTERNAL guest's name comes from any process's argv), and
+// ASCII only in the plain tier.
+func (m *Model) clean(s string) string {
+	plain := m.c.Tier == term.Plain
+	s = ansi.Strip(s)
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\n' || r == '\t':
+			return ' '
+		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
+			return -1
+		case r == utf8.RuneError || (plain && r > 0x7e):
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// View draws the content area.
+func (m *Model) View() tea.View { return tea.NewView(m.Render()) }
+
+// Render is the content area: exactly Height lines of Width cells.
+func (m *Model) Render() string {
+	s := m.c.Styles
+	w, h := m.c.Width, m.c.Height
+	lines := m.tableLines()
+	rows := m.listRows()
+	for len(lines) < rows+1 {
+		lines = append(lines, "")
+	}
+	lines = append(lines[:rows+1], m.detailLine(), m.messageLine())
+	out := strings.Split(common.Fit(lines, w, h, s.Ellipsis), "\n")
+	switch {
+	case m.confirm != nil:
+		out = overlay(out, m.confirmBox(), w)
+	case m.menu != nil:
+		out = overlay(out, m.menuBox(), w)
+	}
+	return strings.Join(out, "\n")
+}
+
+// columns are the widths of `virt vm list`'s columns but UID, which gets
+// what is left.
+type columns struct{ name, class, phase, accel, pid, cpus, mem int }
+
+func (m *Model) columns() columns {
+	c := columns{name: 4, class: 8, phase: 12, accel: 5, pid: 7, cpus: 4, mem: 9}
+	for _, e := range m.entries {
+		c.name = max(c.name, ansi.StringWidth(m.clean(e.Name)))
+	}
+	c.name = min(c.name, 20)
+	return c
+}
+
+// cell pads or truncates s to exactly n cells.
+func (m *Model) cell(s string, n int) string {
+	if ansi.StringWidth(s) > n {
+		s = ansi.Truncate(s, n, m.c.Styles.Ellipsis)
+	}
+	return s + strings.Repeat(" ", max(n-ansi.StringWidth(s), 0))
+}
+
+func (m *Model) tableLines() []string {
+	s := m.c.Styles
+	cols := m.columns()
+	uidW := m.c.Width - 2 - cols.name - cols.class - cols.phase - cols.accel - cols.pid - cols.cpus - cols.mem - 7
+	row := func(name, class, phase, accel, pid, cpus, mem, uid string) string {
+		name, accel, uid = m.clean(name), m.clean(accel), m.clean(uid)
+		parts := []string{m.cell(name, cols.name), m.cell(class, cols.class), m.cell(phase, cols.phase),
+			m.cell(accel, cols.accel), m.cell(pid, cols.pid), m.cell(cpus, cols.cpus), m.cell(mem, cols.mem)}
+		if uidW >= 8 {
+			parts = append(parts, m.cell(uid, uidW))
+		}
+		return strings.Join(parts, " ")
+	}
+	lines := []string{"  " + s.Section.Render(row("NAME", "CLASS", "PHASE", "ACCEL", "PID", "CPUS", "MEMORY", "UID"))}
+	switch {
+	case !m.loaded:
+		return append(lines, "  "+s.Muted.Render("loading"+dots(s)))
+	case len(m.entries) == 0 && m.loadErr != nil:
+		return append(lines, "  "+s.Badgef(styles.Failure)+" "+m.clean(m.loadErr.Error()))
+	case len(m.entries) == 0:
+		return append(lines, "  No VMs on this host yet. Create one from a shell:",
+			"    "+s.Muted.Render("virt vm create NAME --image IMAGE"),
+			"    "+s.Muted.Render("virt apply -f vm.yaml"))
+	}
+	end := min(m.offset+m.listRows(), len(m.entries))
+	for i := m.offset; i < end; i++ {
+		e := m.entries[i]
+		pid, mem, cpus := "-", "-", "-"
+		if e.CPUs > 0 {
+			cpus = strconv.Itoa(e.CPUs)
+		}
+		if e.PID > 0 {
+			pid = strconv.Itoa(e.PID)
+		}
+		if e.MemoryMiB > 0 {
+			mem = strconv.Itoa(e.MemoryMiB) + "MiB"
+		}
+		accel := e.Accel
+		if accel == "" {
+			accel = "-"
+		}
+		phase := e.Phase
+		busy, isBusy := m.busy[entryKey(e)]
+		if isBusy {
+			phase = busy.progress() + dots(s)
+		}
+		name := e.Name
+		if i == m.cursor {
+			lines = append(lines, s.Title.Render("> "+row(name, e.Class, phase, accel, pid, cpus, mem, e.UID)))
+			continue
+		}
+		// style the cells after padding so the columns stay aligned
+		r := row(name, e.Class, phase, accel, pid, cpus, mem, e.UID)
+		lines = append(lines, "  "+m.styleRow(r, cols, e, isBusy))
+	}
+	return lines
+}
+
+// styleRow colours the class and phase cells of an unselected row. The
+// words themselves carry the meaning; colour only repeats it.
+func (m *Model) styleRow(r string, cols columns, e vm.Entry, busy bool) string {
+	s := m.c.Styles
+	classAt := cols.name + 1
+	phaseAt := classAt + cols.class + 1
+	phaseEnd := phaseAt + cols.phase
+	var cls, ph lipgloss.Style
+	cls, ph = s.Value, s.Value
+	switch e.Class {
+	case vm.ClassMissing:
+		cls = s.Badge[styles.Warning]
+	case vm.ClassExternal, vm.ClassOrphaned:
+		cls = s.Muted
+	}
+	switch {
+	case busy:
+		ph = s.Hint
+	case e.Phase == vm.PhaseRunning:
+		ph = s.Badge[styles.OK]
+	case e.Phase == vm.PhaseError || e.Phase == vm.PhaseUnresponsive:
+		ph = s.Badge[styles.Failure]
+	case e.Phase == vm.PhasePaused || e.Phase == vm.PhaseShuttingDown:
+		ph = s.Badge[styles.Warning]
+	}
+	return ansi.Cut(r, 0, classAt) + cls.Render(ansi.Cut(r, classAt, classAt+cols.class)) +
+		ansi.Cut(r, classAt+cols.class, phaseAt) + ph.Render(ansi.Cut(r, phaseAt, phaseEnd)) +
+		ansi.Cut(r, phaseEnd, ansi.StringWidth(r))
+}
+
+// detailLine is the position in the list and what the core says about the
+// selected entry.
+func (m *Model) detailLine() string {
+	s := m.c.Styles
+	e, ok := m.selected()
+	if !ok {
+		return ""
+	}
+	pos := fmt.Sprintf("%d/%d", m.cursor+1, len(m.entries))
+	var notes []string
+	if e.Message != "" {
+		notes = append(notes, e.Message)
+	}
+	if e.AccelReason != "" {
+		notes = append(notes, "accel: "+e.AccelReason)
+	}
+	if len(notes) == 0 && actionable(e) {
+		notes = append(notes, "enter: actions")
+	}
+	return s.Muted.Render(pos + "  " + m.clean(e.Name) + ": " + m.clean(strings.Join(notes, "; ")))
+}
+
+func (m *Model) messageLine() string {
+	if m.msg != "" {
+		return m.msg
+	}
+	if m.loadErr != nil && len(m.entries) > 0 {
+		return m.c.Styles.Badgef(styles.Warning) + " " + m.clean(m.loadErr.Error())
+	}
+	return ""
+}
+
+func dots(s *styles.Styles) string {
+	if s.Ellipsis == "~" {
+		return "..."
+	}
+	return s.Ellipsis
+}
+
+func (m *Model) menuBox() []string {
+	s := m.c.Styles
+	e, _ := m.find(m.menu.key)
+	lines := []string{s.Section.Render(m.clean(e.Name)) + " " + s.Muted.Render("("+e.Phase+")"), ""}
+	for i, it := range menuItems {
+		l := fmt.Sprintf("%-3s %s", it.letter, it.label)
+		if i == m.menu.idx {
+			lines = append(lines, s.Title.Render("> "+l))
+		} else {
+			lines = append(lines, "  "+l)
+		}
+	}
+	return m.box(append(lines, "", s.Muted.Render("enter choose  esc close")))
+}
+
+func (m *Model) confirmBox() []string {
+	s := m.c.Styles
+	c := m.confirm
+	no, yes := "[ No ]", "[ Yes, delete ]"
+	if c.yes {
+		yes = s.Title.Render(">" + yes + "<")
+		no = " " + no + " "
+	} else {
+		no = s.Title.Render(">" + no + "<")
+		yes = " " + yes + " "
+	}
+	return m.box([]string{
+		s.Badgef(styles.Warning) + " " + s.Section.Render("Delete VM "+m.clean(c.e.Name)+"?"),
+		"",
+		"Its spec, disks, seed ISO and logs are removed.",
+		"This cannot be undone.",
+		"",
+		"   " + no + "   " + yes,
+		"",
+		s.Muted.Render("y delete  n/esc cancel  tab switch"),
+	})
+}
+
+// box frames lines with the tier's border and one space of padding.
+func (m *Model) box(lines []string) []string {
+	s := m.c.Styles
+	w := 0
+	for _, l := range lines {
+		w = max(w, lipgloss.Width(l))
+	}
+	w = min(w, m.c.Width-4)
+	for i, l := range lines {
+		lines[i] = " " + m.cell(l, w) + " "
+	}
+	return strings.Split(s.Frame.Render(strings.Join(lines, "\n")), "\n")
+}
+
+// overlay draws box centred over base; the rows it covers lose their
+// styling so the box stands out in every tier.
+func overlay(base, box []string, w int) []string {
+	bw := 0
+	for _, l := range box {
+		bw = max(bw, lipgloss.Width(l))
+	}
+	x := max((w-bw)/2, 0)
+	y := max((len(base)-len(box))/2, 0)
+	for i, l := range box {
+		if y+i >= len(base) {
+			break
+		}
+		plain := ansi.Strip(base[y+i])
+		base[y+i] = ansi.Cut(plain, 0, x) + l + ansi.Cut(plain, x+lipgloss.Width(l), w)
+	}
+	return base
+}

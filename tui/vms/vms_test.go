@@ -1,0 +1,671 @@
+package vms
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/colorprofile"
+	"github.com/charmbracelet/x/ansi"
+	"github.com/charmbracelet/x/exp/teatest/v2"
+
+	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/keys"
+	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// The content area the app gives a screen at 80x24.
+const areaW, areaH = 76, 17
+
+func uid(n int) string { return fmt.Sprintf("%08x-8b7d-4e1a-9c3b-2d5e6f7a8b9c", 0x3f2a9c00+n) }
+
+func fakeEntries() []vm.Entry {
+	return []vm.Entry{
+		{Name: "web-01", UID: uid(1), Class: vm.ClassManaged, Phase: vm.PhaseRunning, Accel: "kvm", PID: 4242, CPUs: 2, MemoryMiB: 2048},
+		{Name: "web-02", UID: uid(2), Class: vm.ClassManaged, Phase: vm.PhaseStopped, Accel: "kvm", CPUs: 2, MemoryMiB: 2048},
+		{Name: "db-01", UID: uid(3), Class: vm.ClassManaged, Phase: vm.PhasePaused, Accel: "kvm", PID: 5150, CPUs: 8, MemoryMiB: 16384},
+		{Name: "ghost", UID: uid(4), Class: vm.ClassMissing, Phase: vm.PhaseStopped, CPUs: 1, MemoryMiB: 512,
+			Message: "spec says running but the QEMU process is gone (virt vm start to restart, virt vm stop to accept)"},
+		{Name: "legacy-win", UID: uid(5), Class: vm.ClassExternal, Phase: vm.PhaseRunning, Accel: "kvm", PID: 777, Source: "libvirt",
+			Message: "not managed by virtcon: listed read-only"},
+		{Name: "-", UID: uid(6), Class: vm.ClassOrphaned, Phase: vm.PhaseStopped,
+			Message: "disk without a VM: /var/lib/virtcon/vms/" + uid(6)},
+	}
+}
+
+// call is one call the fake manager received.
+type call struct {
+	op, ref string
+	opts    vm.StopOptions
+	force   bool
+}
+
+type fakeManager struct {
+	mu      sync.Mutex
+	entries []vm.Entry
+	listErr error
+	err     error         // returned by every action
+	delay   time.Duration // every call sleeps this long
+	calls   []call
+}
+
+func (f *fakeManager) record(ctx context.Context, c call) error {
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	d := f.delay
+	f.mu.Unlock()
+	if d > 0 {
+		select {
+		case <-time.After(d):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return f.err
+}
+
+func (f *fakeManager) List(ctx context.Context) ([]vm.Entry, error) {
+	if err := f.record(ctx, call{op: "list"}); err != nil {
+		return nil, err
+	}
+	return append([]vm.Entry(nil), f.entries...), f.listErr
+}
+func (f *fakeManager) Start(ctx context.Context, ref string) error {
+	return f.record(ctx, call{op: "start", ref: ref})
+}
+func (f *fakeManager) Stop(ctx context.Context, ref string, o vm.StopOptions) error {
+	return f.record(ctx, call{op: "stop", ref: ref, opts: o})
+}
+func (f *fakeManager) Reboot(ctx context.Context, ref string) error {
+	return f.record(ctx, call{op: "reboot", ref: ref})
+}
+func (f *fakeManager) Delete(ctx context.Context, ref string, force bool) error {
+	return f.record(ctx, call{op: "delete", ref: ref, force: force})
+}
+
+func (f *fakeManager) actions() []call {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []call
+	for _, c := range f.calls {
+		if c.op != "list" {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func writer() *common.Session { return &common.Session{User: "root", TTY: "tty1", Writer: true} }
+
+func newModel(t *testing.T, tier term.Tier, f *fakeManager, sess *common.Session) *Model {
+	t.Helper()
+	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c.Session = sess
+	m := New(c, f, Options{VirtPath: "/usr/bin/virt", Root: "/"})
+	m.SetSize(areaW, areaH)
+	return m
+}
+
+// loaded returns a screen that has shown the fake's list.
+func loaded(t *testing.T, tier term.Tier, f *fakeManager, sess *common.Session) *Model {
+	t.Helper()
+	m := newModel(t, tier, f, sess)
+	deliver(t, m, common.ActivateMsg{})
+	if !m.loaded {
+		t.Fatal("the list did not load")
+	}
+	return m
+}
+
+// deliver sends msg and runs the commands it returns, synchronously, as the
+// program would, feeding their messages back. Console commands are not run.
+func deliver(t *testing.T, m *Model, msg tea.Msg) {
+	t.Helper()
+	queue := []tea.Msg{msg}
+	for len(queue) > 0 {
+		msg, queue = queue[0], queue[1:]
+		_, cmd := m.Update(msg)
+		if cmd != nil {
+			queue = append(queue, cmd())
+		}
+	}
+}
+
+func press(s string) tea.KeyPressMsg {
+	switch s {
+	case "enter":
+		return tea.KeyPressMsg{Code: tea.KeyEnter}
+	case "esc":
+		return tea.KeyPressMsg{Code: tea.KeyEscape}
+	case "tab":
+		return tea.KeyPressMsg{Code: tea.KeyTab}
+	case "up":
+		return tea.KeyPressMsg{Code: tea.KeyUp}
+	case "down":
+		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "pgup":
+		return tea.KeyPressMsg{Code: tea.KeyPgUp}
+	case "pgdown":
+		return tea.KeyPressMsg{Code: tea.KeyPgDown}
+	case "home":
+		return tea.KeyPressMsg{Code: tea.KeyHome}
+	case "end":
+		return tea.KeyPressMsg{Code: tea.KeyEnd}
+	case "delete":
+		return tea.KeyPressMsg{Code: tea.KeyDelete}
+	}
+	r := []rune(s)[0]
+	return tea.KeyPressMsg{Code: r, Text: s}
+}
+
+func keysTo(t *testing.T, m *Model, ks ...string) {
+	t.Helper()
+	for _, k := range ks {
+		deliver(t, m, press(k))
+	}
+}
+
+func checkSize(t *testing.T, out string, w, h int) {
+	t.Helper()
+	lines := strings.Split(out, "\n")
+	if len(lines) != h {
+		t.Errorf("got %d lines; want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if got := lipgloss.Width(l); got != w {
+			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
+		}
+	}
+}
+
+func screen(m *Model) string { return ansi.Strip(m.View().Content) }
+
+func TestGolden(t *testing.T) {
+	many := func() *fakeManager {
+		f := &fakeManager{}
+		for i := range 50 {
+			phase, pid := vm.PhaseStopped, 0
+			if i%3 == 0 {
+				phase, pid = vm.PhaseRunning, 10000+i
+			}
+			f.entries = append(f.entries, vm.Entry{Name: fmt.Sprintf("guest-%02d", i+1), UID: uid(100 + i), Class: vm.ClassManaged,
+				Phase: phase, PID: pid, Accel: "kvm", CPUs: 1 + i%4, MemoryMiB: 512 << (i % 4)})
+		}
+		return f
+	}
+	tests := []struct {
+		name string
+		f    func() *fakeManager
+		keys []string
+		want []string
+	}{
+		{"list", func() *fakeManager { return &fakeManager{entries: fakeEntries()} }, []string{"j"},
+			[]string{"> web-02", "MISSING", "EXTERNAL", "4242", "2048MiB", "2/6"}},
+		{"menu", func() *fakeManager { return &fakeManager{entries: fakeEntries()} }, []string{"enter"},
+			[]string{"Stop (ACPI", "Ctrl-] detaches", "esc close"}},
+		{"confirm", func() *fakeManager { return &fakeManager{entries: fakeEntries()} }, []string{"j", "D"},
+			[]string{"Delete VM web-02?", "[ No ]", "cannot be undone"}},
+		{"empty", func() *fakeManager { return &fakeManager{} }, nil, []string{"No VMs on this host yet."}},
+		{"scrolled50", many, []string{"pgdown", "pgdown", "j", "j"}, []string{"> guest-31", "31/50"}},
+	}
+	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+		for _, tt := range tests {
+			t.Run(tier.String()+"/"+tt.name, func(t *testing.T) {
+				m := loaded(t, tier, tt.f(), writer())
+				keysTo(t, m, tt.keys...)
+				out := m.View().Content
+				checkSize(t, out, areaW, areaH)
+				teatest.RequireEqualOutput(t, []byte(out))
+				for _, w := range tt.want {
+					if !strings.Contains(ansi.Strip(out), w) {
+						t.Errorf("screen lacks %q:\n%s", w, ansi.Strip(out))
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestNavigation(t *testing.T) {
+	f := &fakeManager{}
+	for i := range 50 {
+		f.entries = append(f.entries, vm.Entry{Name: fmt.Sprintf("g%02d", i), UID: uid(i), Class: vm.ClassManaged, Phase: vm.PhaseStopped})
+	}
+	rows := areaH - 3
+	tests := []struct {
+		keys               []string
+		cursor, wantOffset int
+	}{
+		{nil, 0, 0},
+		{[]string{"j", "j", "down"}, 3, 0},
+		{[]string{"j", "k", "up", "up"}, 0, 0},
+		{[]string{"pgdown"}, rows, 1},
+		{[]string{"pgdown", "pgup"}, 0, 0},
+		{[]string{"end"}, 49, 50 - rows},
+		{[]string{"end", "j"}, 49, 50 - rows},
+		{[]string{"end", "home"}, 0, 0},
+		{[]string{"end", "pgup"}, 49 - rows, 49 - rows},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.keys, ","), func(t *testing.T) {
+			m := loaded(t, term.Plain, f, writer())
+			keysTo(t, m, tt.keys...)
+			if m.cursor != tt.cursor || m.offset != tt.wantOffset {
+				t.Errorf("cursor, offset = %d, %d; want %d, %d", m.cursor, m.offset, tt.cursor, tt.wantOffset)
+			}
+			if !strings.Contains(screen(m), fmt.Sprintf("> g%02d", tt.cursor)) {
+				t.Errorf("selected row g%02d not on screen:\n%s", tt.cursor, screen(m))
+			}
+		})
+	}
+}
+
+func TestActions(t *testing.T) {
+	tests := []struct {
+		name    string
+		keys    []string
+		want    call
+		cli     string // CLI() just before the last key
+		message string
+	}{
+		{"start key", []string{"j", "a"}, call{op: "start", ref: uid(2)}, "virt vm start web-02", "[PASS] web-02 started"},
+		{"stop key", []string{"o"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Timeout: 60 * time.Second}}, "virt vm stop web-01", "[PASS] web-01 stopped"},
+		{"force stop key", []string{"f"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop web-01", "web-01 stopped (forced)"},
+		{"reboot key", []string{"b"}, call{op: "reboot", ref: uid(1)}, "virt vm stop web-01", "web-01 reset"},
+		{"menu default on running is stop", []string{"enter", "enter"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Timeout: 60 * time.Second}}, "virt vm stop web-01", "web-01 stopped"},
+		{"menu default on stopped is start", []string{"j", "enter", "enter"}, call{op: "start", ref: uid(2)}, "virt vm start web-02", "web-02 started"},
+		{"menu letter force", []string{"enter", "f"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop web-01", "stopped (forced)"},
+		{"menu arrows to force", []string{"enter", "down", "enter"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop --force web-01", "stopped (forced)"},
+		{"menu reboot", []string{"enter", "b"}, call{op: "reboot", ref: uid(1)}, "virt vm stop web-01", "web-01 reset"},
+		{"missing VM can start", []string{"j", "j", "j", "a"}, call{op: "start", ref: uid(4)}, "virt vm start ghost", "ghost started"},
+		{"delete stopped confirmed with y", []string{"j", "D", "y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
+		{"delete key and tab enter", []string{"j", "delete", "tab", "enter"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
+		{"delete from menu with x", []string{"j", "enter", "x", "y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeManager{entries: fakeEntries()}
+			m := loaded(t, term.Plain, f, writer())
+			keysTo(t, m, tt.keys[:len(tt.keys)-1]...)
+			if got := m.CLI(); got != tt.cli {
+				t.Errorf("CLI() before %q = %q; want %q", tt.keys[len(tt.keys)-1], got, tt.cli)
+			}
+			keysTo(t, m, tt.keys[len(tt.keys)-1])
+			got := f.actions()
+			if len(got) != 1 || got[0] != tt.want {
+				t.Fatalf("calls = %+v; want [%+v]", got, tt.want)
+			}
+			if !strings.Contains(screen(m), tt.message) {
+				t.Errorf("screen lacks %q:\n%s", tt.message, screen(m))
+			}
+			if m.Capturing() {
+				t.Errorf("Capturing() = true after the action; want false")
+			}
+		})
+	}
+}
+
+func TestDeleteCancelled(t *testing.T) {
+	for _, ks := range [][]string{{"enter"}, {"n"}, {"esc"}, {"tab", "tab", "enter"}} {
+		t.Run(strings.Join(ks, ","), func(t *testing.T) {
+			f := &fakeManager{entries: fakeEntries()}
+			m := loaded(t, term.Plain, f, writer())
+			keysTo(t, m, "j", "D")
+			if !m.Capturing() {
+				t.Fatal("Capturing() = false with the dialog open")
+			}
+			if !strings.Contains(screen(m), "Delete VM web-02?") {
+				t.Fatalf("no dialog naming the VM:\n%s", screen(m))
+			}
+			keysTo(t, m, "q", "s") // ignored by the dialog: no navigation, no action
+			keysTo(t, m, ks...)
+			if got := f.actions(); len(got) != 0 {
+				t.Errorf("calls = %+v; want none", got)
+			}
+			if m.Capturing() || !strings.Contains(screen(m), "delete cancelled") {
+				t.Errorf("dialog still open or no cancel message:\n%s", screen(m))
+			}
+		})
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	ro := &common.Session{User: "bob", TTY: "ttyS0", Holder: "alice on tty1 since 09:12"}
+	tests := []struct {
+		name string
+		sess *common.Session
+		keys []string
+		want string
+	}{
+		{"read-only start", ro, []string{"j", "a"}, "read-only: alice on tty1 since 09:12 holds the console lock"},
+		{"read-only stop", ro, []string{"o"}, "read-only: alice"},
+		{"read-only force", ro, []string{"f"}, "read-only: alice"},
+		{"read-only reboot", ro, []string{"b"}, "read-only: alice"},
+		{"read-only delete", ro, []string{"j", "D"}, "read-only: alice"},
+		{"read-only console", ro, []string{"c"}, "read-only: alice"},
+		{"read-only menu item", ro, []string{"enter", "s"}, "read-only: alice"},
+		{"logged out", &common.Session{}, []string{"a"}, "log in first"},
+		{"external", writer(), []string{"end", "k", "a"}, "legacy-win is EXTERNAL: not managed by virtcon"},
+		{"external menu", writer(), []string{"end", "k", "enter"}, "legacy-win is EXTERNAL"},
+		{"orphaned", writer(), []string{"end", "D"}, "- is ORPHANED: disk without a VM"},
+		{"delete running", writer(), []string{"D"}, "web-01 is running: stop it first (or: virt vm delete --force web-01)"},
+		{"console stopped", writer(), []string{"j", "c"}, "web-02 is not running"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeManager{entries: fakeEntries()}
+			m := loaded(t, term.Plain, f, tt.sess)
+			var last tea.Cmd
+			for _, k := range tt.keys {
+				_, last = m.Update(press(k))
+			}
+			if last != nil {
+				t.Errorf("the refused action returned a command")
+			}
+			if got := f.actions(); len(got) != 0 {
+				t.Errorf("calls = %+v; want none", got)
+			}
+			if m.Capturing() {
+				t.Errorf("a dialog is open after a refusal")
+			}
+			if !strings.Contains(screen(m), "[WARN] "+tt.want) {
+				t.Errorf("screen lacks %q:\n%s", "[WARN] "+tt.want, screen(m))
+			}
+		})
+	}
+}
+
+func TestActionErrorVerbatim(t *testing.T) {
+	coreErr := errors.New(`vm "web-02": start: qemu exited: could not open disk: Permission denied`)
+	f := &fakeManager{entries: fakeEntries(), err: coreErr}
+	m := loaded(t, term.Plain, f, writer())
+	keysTo(t, m, "j", "a")
+	if !strings.Contains(screen(m), "[FAIL] "+coreErr.Error()[:60]) {
+		t.Errorf("screen lacks the core's error:\n%s", screen(m))
+	}
+	if len(m.busy) != 0 {
+		t.Errorf("busy = %v after the action ended; want empty", m.busy)
+	}
+}
+
+func TestConsole(t *testing.T) {
+	f := &fakeManager{entries: fakeEntries()}
+	m := loaded(t, term.Plain, f, writer())
+	_, cmd := m.Update(press("c"))
+	if cmd == nil {
+		t.Fatalf("console returned no command; screen:\n%s", screen(m))
+	}
+	if got := m.CLI(); got != "virt vm stop web-01" {
+		t.Errorf("CLI() = %q", got)
+	}
+	// the program runs the command and then delivers the callback's message
+	deliver(t, m, consoleDoneMsg{name: "web-01"})
+	if !strings.Contains(screen(m), "[INFO] console closed (web-01 keeps running)") {
+		t.Errorf("no 'console closed' message:\n%s", screen(m))
+	}
+	deliver(t, m, consoleDoneMsg{name: "web-01", err: errors.New("exit status 1")})
+	if !strings.Contains(screen(m), "[FAIL] console web-01: exit status 1") {
+		t.Errorf("no console failure message:\n%s", screen(m))
+	}
+
+	m.opts.VirtPath = ""
+	if _, cmd := m.Update(press("c")); cmd != nil {
+		t.Errorf("console without a virt binary returned a command")
+	}
+	if !strings.Contains(screen(m), "virt binary not found") {
+		t.Errorf("no 'virt binary not found':\n%s", screen(m))
+	}
+
+	m.opts.VirtPath = "/usr/bin/virt"
+	m.c.Session.Writer = false
+	if _, cmd := m.Update(press("c")); cmd != nil {
+		t.Errorf("read-only console returned a command")
+	}
+	if !strings.Contains(screen(m), "read-only") {
+		t.Errorf("no read-only refusal:\n%s", screen(m))
+	}
+}
+
+func TestConsoleArgs(t *testing.T) {
+	tests := []struct {
+		root string
+		e    vm.Entry
+		want string
+	}{
+		{"/", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt vm console web-01"},
+		{"", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt vm console web-01"},
+		{"/tmp/r", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt --root /tmp/r vm console web-01"},
+		{"/", vm.Entry{Name: "-", UID: uid(2)}, "/opt/virt vm console " + uid(2)},
+	}
+	for _, tt := range tests {
+		got := strings.Join(consoleCommand("/opt/virt", tt.root, tt.e).Args, " ")
+		if got != tt.want {
+			t.Errorf("consoleCommand(%q, %q) = %q; want %q", tt.root, tt.e.Name, got, tt.want)
+		}
+	}
+}
+
+func TestCLI(t *testing.T) {
+	tests := []struct {
+		keys []string
+		want string
+	}{
+		{nil, "virt vm stop web-01"},
+		{[]string{"j"}, "virt vm start web-02"},
+		{[]string{"enter"}, "virt vm stop web-01"},
+		{[]string{"enter", "up"}, "virt vm start web-01"},
+		{[]string{"enter", "down"}, "virt vm stop --force web-01"},
+		{[]string{"enter", "down", "down"}, "virt vm reboot web-01"},
+		{[]string{"enter", "up", "up"}, "virt vm console web-01"},
+		{[]string{"j", "D"}, "virt vm delete web-02"},
+		{[]string{"end"}, "virt vm list"},
+	}
+	for _, tt := range tests {
+		m := loaded(t, term.Plain, &fakeManager{entries: fakeEntries()}, writer())
+		keysTo(t, m, tt.keys...)
+		if got := m.CLI(); got != tt.want {
+			t.Errorf("after %v: CLI() = %q; want %q", tt.keys, got, tt.want)
+		}
+	}
+	empty := loaded(t, term.Plain, &fakeManager{}, writer())
+	if got := empty.CLI(); got != "virt vm list" {
+		t.Errorf("empty list: CLI() = %q; want virt vm list", got)
+	}
+	if got := shellQuote("it's"); got != `'it'\''s'` {
+		t.Errorf("shellQuote = %q", got)
+	}
+}
+
+// TestKeypressDuringSlowCall: while a 2 s Start is in flight, every key is
+// answered by Update within 50 ms, the row says "starting", a second
+// action on the same VM is refused, and the result lands afterwards.
+func TestKeypressDuringSlowCall(t *testing.T) {
+	f := &fakeManager{entries: fakeEntries()}
+	m := loaded(t, term.Plain, f, writer())
+	f.mu.Lock()
+	f.delay = 2 * time.Second
+	f.mu.Unlock()
+
+	keysTo(t, m, "j")
+	_, cmd := m.Update(press("a"))
+	if cmd == nil {
+		t.Fatal("start returned no command")
+	}
+	result := make(chan tea.Msg, 1)
+	go func() { result <- cmd() }() // as the program runs it
+
+	_, reload := m.Update(common.RefreshMsg{}) // a slow List in flight too
+	if reload != nil {
+		go reload()
+	}
+	for _, k := range []string{"j", "k", "pgdown", "home", "end", "home", "j", "a", "enter", "esc", "down"} {
+		start := time.Now()
+		m.Update(press(k))
+		_ = m.View()
+		if d := time.Since(start); d > 50*time.Millisecond {
+			t.Errorf("key %q took %v while Start was in flight; want under 50ms", k, d)
+		}
+	}
+	if !strings.Contains(screen(m), "web-02 is busy (starting)") {
+		t.Errorf("second start on the same VM not refused:\n%s", screen(m))
+	}
+	keysTo(t, m, "home", "j")
+	if !strings.Contains(screen(m), "starting...") {
+		t.Errorf("row does not say starting:\n%s", screen(m))
+	}
+	if got := m.CLI(); got != "virt vm start web-02" {
+		t.Errorf("CLI() during the start = %q", got)
+	}
+	select {
+	case msg := <-result:
+		m.Update(msg)
+	case <-time.After(5 * time.Second):
+		t.Fatal("the start command never finished")
+	}
+	if !strings.Contains(screen(m), "[PASS] web-02 started") {
+		t.Errorf("no result after the slow call:\n%s", screen(m))
+	}
+}
+
+func TestReload(t *testing.T) {
+	f := &fakeManager{entries: fakeEntries()}
+	m := loaded(t, term.Plain, f, writer())
+	keysTo(t, m, "j", "j") // db-01
+	for i := 1; i <= 4; i++ {
+		if _, cmd := m.Update(common.TickMsg{}); cmd != nil {
+			t.Fatalf("tick %d reloads; want every %d", i, reloadEvery)
+		}
+	}
+	// the list changes under us: the selection follows the VM, not the row
+	f.mu.Lock()
+	f.entries = append([]vm.Entry{{Name: "new-01", UID: uid(9), Class: vm.ClassManaged, Phase: vm.PhaseStopped}}, f.entries...)
+	f.mu.Unlock()
+	_, cmd := m.Update(common.TickMsg{})
+	if cmd == nil {
+		t.Fatalf("tick %d did not reload", reloadEvery)
+	}
+	// a refresh while the load is in flight is queued, not lost
+	if _, again := m.Update(common.RefreshMsg{}); again != nil {
+		t.Errorf("a second load started while one was in flight")
+	}
+	deliver(t, m, cmd())
+	if e, _ := m.selected(); e.Name != "db-01" {
+		t.Errorf("selected %q after reload; want db-01", e.Name)
+	}
+	if n := len(f.calls); n != 3 {
+		t.Errorf("List called %d times; want 3 (activate, tick, queued refresh)", n)
+	}
+
+	// a failing list keeps what it returned and says why
+	f.listErr = errors.New(`spec "/var/lib/virtcon/vms/x/vm.yaml": unknown field "cpu"`)
+	deliver(t, m, common.RefreshMsg{})
+	if !strings.Contains(screen(m), `[WARN] spec "/var/lib/virtcon/vms/x/vm.yaml"`) || !strings.Contains(screen(m), "db-01") {
+		t.Errorf("partial list error not shown with the list:\n%s", screen(m))
+	}
+}
+
+func TestPlainIsASCII(t *testing.T) {
+	f := &fakeManager{entries: append(fakeEntries(),
+		vm.Entry{Name: "caf\u00e9-\u4e16\u754c", UID: uid(7), Class: vm.ClassManaged, Phase: vm.PhaseStopped},
+		vm.Entry{Name: "evil\x1b[31m\u2028", UID: uid(8), Class: vm.ClassExternal, Phase: vm.PhaseRunning, PID: 9})}
+	m := loaded(t, term.Plain, f, writer())
+	screens := map[string]string{"list": m.View().Content}
+	keysTo(t, m, "end", "k")
+	screens["unicode name selected"] = m.View().Content
+	keysTo(t, m, "D")
+	screens["dialog"] = m.View().Content
+	keysTo(t, m, "esc", "enter")
+	screens["menu"] = m.View().Content
+	keysTo(t, m, "esc", "end", "a")
+	screens["refusal"] = m.View().Content
+	for name, out := range screens {
+		checkSize(t, out, areaW, areaH)
+		for i := 0; i < len(out); i++ {
+			if out[i] > 0x7e {
+				t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, out[i], i, out[max(i-20, 0):min(i+20, len(out))])
+			}
+		}
+		if strings.Contains(out, "\x1b[31m") {
+			t.Errorf("%s: an escape sequence from a VM name reached the screen", name)
+		}
+	}
+	for _, b := range m.FullHelp() {
+		for _, k := range b {
+			if h := k.Help(); strings.ContainsFunc(h.Key+h.Desc, func(r rune) bool { return r > 0x7e }) {
+				t.Errorf("help %q is not ASCII", h.Key+h.Desc)
+			}
+		}
+	}
+}
+
+// TestProgramPlainOutput runs the screen in a real program at the content
+// size: the bytes written to the terminal are ASCII in the plain tier.
+func TestProgramPlainOutput(t *testing.T) {
+	m := newModel(t, term.Plain, &fakeManager{entries: fakeEntries()}, writer())
+	tm := teatest.NewTestModel(t, untilLoaded{m}, teatest.WithInitialTermSize(areaW, areaH),
+		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.Ascii)))
+	raw, err := io.ReadAll(tm.FinalOutput(t, teatest.WithFinalTimeout(5*time.Second)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range raw {
+		if c > 0x7e {
+			t.Fatalf("byte %#x at %d is above 0x7E: %q", c, i, raw[max(i-20, 0):min(i+20, len(raw))])
+		}
+	}
+	if !strings.Contains(string(raw), "legacy-win") {
+		t.Errorf("program output lacks the list")
+	}
+}
+
+type untilLoaded struct{ *Model }
+
+func (u untilLoaded) Init() tea.Cmd { return func() tea.Msg { return common.ActivateMsg{} } }
+
+func (u untilLoaded) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	_, cmd := u.Model.Update(msg)
+	if u.loaded {
+		return u, tea.Quit
+	}
+	return u, cmd
+}
+
+// TestKeysAvoidReserved: no binding of the list uses a letter the global
+// key map takes.
+func TestKeysAvoidReserved(t *testing.T) {
+	m := newModel(t, term.Rich, &fakeManager{}, writer())
+	for _, col := range m.FullHelp() {
+		for _, b := range col {
+			for _, k := range b.Keys() {
+				if len(k) == 1 && strings.Contains(keys.Reserved, k) {
+					t.Errorf("binding %q uses reserved key %q", b.Help().Desc, k)
+				}
+			}
+		}
+	}
+}
+
+func TestFindVirt(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("PATH", dir)
+	if got := FindVirt(); got != "" {
+		t.Errorf("FindVirt() = %q with no virt anywhere; want \"\"", got)
+	}
+	p := dir + "/virt"
+	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := FindVirt(); got != p {
+		t.Errorf("FindVirt() = %q; want %q from PATH", got, p)
+	}
+}
