@@ -3,6 +3,7 @@
 package integration
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
@@ -11,8 +12,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/charmbracelet/x/ansi"
 
 	"github.com/virtcon/virtcon/internal/pamtest"
 	"github.com/virtcon/virtcon/vm"
@@ -117,6 +121,14 @@ func (tt *tmuxTerm) login(user, password string) {
 	tt.keys(false, "Enter")
 }
 
+// cancelLogin leaves the login form with Esc and waits until the status
+// screen is back (a key sent right after Esc would read as Alt+key).
+func (tt *tmuxTerm) cancelLogin() {
+	tt.t.Helper()
+	tt.keys(false, "Escape")
+	tt.waitFor(5*time.Second, "F2/l log in")
+}
+
 // dcuiRig is a DCUI under test with its PAM service, admin group and users.
 type dcuiRig struct {
 	root, service, group string
@@ -195,12 +207,12 @@ func TestIntegrationDCUI(t *testing.T) {
 			// a wrong password fails (PAM's delay included)
 			tt.login(r.admin, r.password+"x")
 			tt.waitFor(15*time.Second, "Login incorrect", "Caps Lock")
-			tt.keys(false, "Escape")
+			tt.cancelLogin()
 
 			// a user outside the admin group is refused
 			tt.login(r.outsider, r.password)
 			tt.waitFor(15*time.Second, "not allowed", r.group)
-			tt.keys(false, "Escape")
+			tt.cancelLogin()
 
 			// the admin logs in and moves between screens by letter
 			tt.login(r.admin, r.password)
@@ -257,7 +269,7 @@ func TestIntegrationDCUIStartVM(t *testing.T) {
 	r := newDCUIRig(t)
 	g := requireGuest(t)
 	name := "dcui-" + randHex(t, 3)
-	createGuest(t, r.root, name, g.initrd, false)
+	uid := createGuest(t, r.root, name, g.initrd, false)
 	t.Cleanup(func() { killUnder(r.root) })
 
 	tt := startTerm(t, "vt100", r.argv()...)
@@ -265,7 +277,7 @@ func TestIntegrationDCUIStartVM(t *testing.T) {
 	tt.login(r.admin, r.password)
 	tt.waitFor(15*time.Second, "[RW]")
 	tt.keys(true, "v")
-	tt.waitFor(10*time.Second, name, "stopped")
+	tt.waitFor(10*time.Second, name, vm.PhaseStopped)
 	tt.keys(true, "a") // start the selected VM
 	deadline := time.Now().Add(60 * time.Second)
 	for {
@@ -277,5 +289,90 @@ func TestIntegrationDCUIStartVM(t *testing.T) {
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
-	tt.waitFor(15*time.Second, "running")
+	tt.waitFor(15*time.Second, vm.PhaseRunning)
+
+	// its serial console, full screen, and back with Ctrl-]
+	waitLog(t, r.root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
+	tt.keys(true, "c")
+	tt.waitFor(10*time.Second, "Detach with Ctrl-]")
+	tt.keys(false, "Enter")
+	tt.keys(true, "echo dcui-$((6*7))")
+	tt.keys(false, "Enter")
+	tt.waitFor(20*time.Second, "dcui-42")
+	tt.keys(false, "C-]")
+	tt.waitFor(10*time.Second, "console closed", "Virtual machines")
+	if e := entry(t, r.root, name); e.Phase != vm.PhaseRunning {
+		t.Errorf("VM %s is %s after the console closed; want Running", name, e.Phase)
+	}
+}
+
+// TestIntegrationDCUIZeroSizePTY: a tty that reports 0x0 (serial lines
+// do) gets a whole 80x24 screen.
+func TestIntegrationDCUIZeroSizePTY(t *testing.T) {
+	requireRoot(t)
+	p := startOnPTY(t, []string{"TERM=vt100"}, dcuiBin, "--root", vmRoot(t))
+	border := "+" + strings.Repeat("-", 78) + "+"
+	deadline := time.Now().Add(10 * time.Second)
+	var lines []string
+	for {
+		text := ansi.Strip(string(p.output()))
+		lines = nil
+		started := false
+		for _, l := range strings.Split(text, "\r\n") {
+			if !started && strings.HasSuffix(l, border) {
+				started, l = true, border // the clear-screen sequence precedes it
+			}
+			if started {
+				lines = append(lines, l)
+				if len(lines) == 24 {
+					break
+				}
+			}
+		}
+		if len(lines) == 24 && lines[23] == border {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no 80x24 frame on a 0x0 pty after 10 s; output:\n%s", text)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for i, l := range lines[1:23] {
+		if len(l) != 80 || l[0] != '|' || l[79] != '|' {
+			t.Errorf("line %d is not an 80-column framed line: %q", i+2, l)
+		}
+	}
+}
+
+// TestIntegrationDCUIConsoleModeAndSignals: on the host console (--console)
+// q and Ctrl-C do not quit (there is no shell behind it); SIGTERM and
+// SIGHUP end it with the terminal restored.
+func TestIntegrationDCUIConsoleModeAndSignals(t *testing.T) {
+	requireRoot(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
+		t.Run(sig.String(), func(t *testing.T) {
+			p := startOnPTY(t, []string{"TERM=linux"}, dcuiBin, "--root", vmRoot(t), "--console")
+			p.waitOutput(t, "F2/l", 10*time.Second)
+			p.master.Write([]byte("q\x03"))
+			p.waitOutput(t, "does not quit", 5*time.Second)
+			if err := p.cmd.Process.Signal(syscall.Signal(0)); err != nil {
+				t.Fatalf("dcui --console exited on q/Ctrl-C: %v", err)
+			}
+			start := time.Now()
+			p.cmd.Process.Signal(sig)
+			exited := make(chan error, 1)
+			go func() { exited <- p.cmd.Wait() }()
+			select {
+			case <-exited:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("dcui still running 5 s after %s", sig)
+			}
+			t.Logf("exited %s after %s", time.Since(start).Round(time.Millisecond), sig)
+			// alternate screen left, cursor shown again
+			out := p.waitOutput(t, "\x1b[?1049l", 2*time.Second)
+			if !bytes.Contains(out, []byte("\x1b[?25h")) {
+				t.Errorf("cursor not restored after %s", sig)
+			}
+		})
+	}
 }

@@ -419,6 +419,7 @@ func (m *Model) onLogin(msg loginResultMsg) tea.Cmd {
 	if msg.err != nil {
 		if m.form != nil {
 			m.form.err, m.form.hint = Describe(msg.err, m.opts.AdminGroup)
+			return m.form.focusIndex(1) // the user name stays; retype the password
 		}
 		return nil
 	}
