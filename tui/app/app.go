@@ -203,6 +203,12 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case tea.KeyPressMsg:
 		if m.idle != nil {
+			// a key after the timeout (before the next tick noticed it)
+			// finds the console locked; it does not count as activity
+			if m.mode == modePages && m.idle.Expired() {
+				m.lock(fmt.Sprintf("locked after %s without input", fmtDuration(m.opts.IdleTimeout)))
+				return m, nil
+			}
 			m.idle.Touch()
 		}
 		return m.key(msg)

@@ -73,6 +73,7 @@ func (f *fakeScreen) Capturing() bool           { return f.capturing }
 
 type fakeIdle struct{ expired bool }
 
+// Touch starts a new period, like auth.IdleTimer: it does not latch.
 func (f *fakeIdle) Touch()        { f.expired = false }
 func (f *fakeIdle) Expired() bool { return f.expired }
 
@@ -327,6 +328,22 @@ func TestIdleLock(t *testing.T) {
 	r.run(press("l"))
 	if v := r.m.form.user.Value(); v != "alice" {
 		t.Errorf("unlock form user = %q; want alice", v)
+	}
+}
+
+// TestIdleKeyAfterTimeoutLocks: a key pressed after the timeout but
+// before the clock tick noticed it locks instead of counting as activity.
+func TestIdleKeyAfterTimeoutLocks(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.login("alice", "s3cret")
+	r.run(press("v"))
+	r.idle.expired = true
+	r.run(press("a"))
+	if r.m.Session().LoggedIn() {
+		t.Fatal("a key after the idle timeout kept the session")
+	}
+	if len(r.vms.keys) != 0 {
+		t.Errorf("the VMs screen got %v after the timeout", r.vms.keys)
 	}
 }
 
