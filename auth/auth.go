@@ -78,6 +78,12 @@ type Options struct {
 	// lengthens a lockout beyond its policy value.
 	Now func() time.Time
 
+	// PAMProcess, when set, is an executable that runs each PAM
+	// transaction in a child process: normally the calling program itself
+	// (os.Executable()), which must call MaybeRunPAMHelper first thing in
+	// main. Empty runs PAM in this process.
+	PAMProcess string
+
 	// Test seams; nil means the real implementation.
 
 	// PAM authenticates user with password and runs account management. It
@@ -134,7 +140,10 @@ func New(layout paths.Layout, log *slog.Logger, opts Options) *Authenticator {
 		a.pam = func(ctx context.Context, service, user, password, _ string) error {
 			return p(ctx, service, user, password)
 		}
-	} else if !pamServiceInstalled(a.service) {
+	} else if opts.PAMProcess != "" {
+		a.pam = processPAM(opts.PAMProcess)
+	}
+	if opts.PAM == nil && !pamServiceInstalled(a.service) {
 		// Linux-PAM silently falls back to the "other" service, which is
 		// pam_deny on most distributions and the common stacks on Debian.
 		log.Warn("PAM service file not installed; PAM falls back to the \"other\" service (see packaging/README.md)",

@@ -20,6 +20,7 @@ import (
 const envHoldConsole = "VIRTCON_AUTH_TEST_HOLD_CONSOLE"
 
 func TestMain(m *testing.M) {
+	MaybeRunPAMHelper()
 	if root := os.Getenv(envHoldConsole); root != "" {
 		os.Exit(holdConsole(root))
 	}

@@ -20,7 +20,13 @@ import (
 
 // TestLoginIntegration logs real Unix users in through the real PAM stack
 // with packaging/pam.d/virtcon installed under a test name.
-func TestLoginIntegration(t *testing.T) {
+func TestLoginIntegration(t *testing.T) { testLoginIntegration(t, "") }
+
+// TestLoginIntegrationPAMProcess: the same through the PAM helper process
+// (this test binary re-executed; TestMain runs MaybeRunPAMHelper).
+func TestLoginIntegrationPAMProcess(t *testing.T) { testLoginIntegration(t, os.Args[0]) }
+
+func testLoginIntegration(t *testing.T, pamProcess string) {
 	if !PAMAvailable {
 		t.Skip("built without cgo: PAM login unavailable")
 	}
@@ -36,7 +42,7 @@ func TestLoginIntegration(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	var logs bytes.Buffer
 	a := New(layout, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Options{Service: service, Group: group})
+		Options{Service: service, Group: group, PAMProcess: pamProcess})
 
 	tests := []struct {
 		name     string

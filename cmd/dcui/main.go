@@ -7,6 +7,7 @@ package main
 import (
 	"os"
 
+	"github.com/virtcon/virtcon/auth"
 	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/dcui"
@@ -14,7 +15,9 @@ import (
 
 func main() {
 	// virtcon re-executes its own binary for the KVM probe, the network
-	// try watchdog and the DHCP client; those modes must never start a TUI
+	// try watchdog, the DHCP client and PAM transactions; those modes must
+	// never start a TUI
+	auth.MaybeRunPAMHelper()
 	kvmprobe.MaybeRunChild()
 	netcfg.MaybeRunWatchdog()
 	netcfg.MaybeRunDHCPClient()

@@ -134,7 +134,13 @@ func Main() (code int) {
 	bi := buildinfo.Get()
 	st := status.New(c, status.LiveSources(layout, "/", log), status.Options{Product: "virtcon", Version: bi.Version})
 	pages := livePages(c, layout, log, f.Root)
-	a := auth.New(layout, log, auth.Options{Service: f.PAMService, Group: f.AdminGroup})
+	// PAM runs in a child process (cmd/dcui calls auth.MaybeRunPAMHelper):
+	// its modules' memory and crashes stay out of the console
+	self, err := os.Executable()
+	if err != nil {
+		self = ""
+	}
+	a := auth.New(layout, log, auth.Options{Service: f.PAMService, Group: f.AdminGroup, PAMProcess: self})
 	login := app.LoginFunc(func(ctx context.Context, user, password, tty string) (string, error) {
 		id, err := a.Login(ctx, user, password, tty)
 		if err != nil {
