@@ -206,7 +206,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			// a key after the timeout (before the next tick noticed it)
 			// finds the console locked; it does not count as activity
 			if m.mode == modePages && m.idle.Expired() {
-				m.lock(fmt.Sprintf("locked after %s without input", fmtDuration(m.opts.IdleTimeout)))
+				m.lock(fmt.Sprintf("after %s without input", fmtDuration(m.opts.IdleTimeout)))
 				return m, nil
 			}
 			m.idle.Touch()
@@ -252,7 +252,7 @@ func (m *Model) onTick() tea.Cmd {
 	m.ticks++
 	cmds := []tea.Cmd{tick()}
 	if m.mode == modePages && m.idle != nil && m.idle.Expired() {
-		m.lock(fmt.Sprintf("locked after %s without input", fmtDuration(m.opts.IdleTimeout)))
+		m.lock(fmt.Sprintf("after %s without input", fmtDuration(m.opts.IdleTimeout)))
 		return tea.Batch(cmds...)
 	}
 	if s := m.current(); s != nil {
@@ -325,7 +325,7 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		m.openLogin()
 		return m, m.form.focus()
 	case key.Matches(msg, k.Lock) && m.mode == modePages:
-		m.lock("locked by " + m.c.Session.User)
+		m.lock("by " + m.c.Session.User)
 		return m, nil
 	case key.Matches(msg, k.Logout) && m.mode == modePages:
 		user := m.c.Session.User
@@ -511,7 +511,7 @@ func (m *Model) lock(why string) {
 	m.logout()
 	m.lockedBy = user
 	m.mode = modeLocked
-	m.setMessage(styles.Warning, "%s", why)
+	m.setMessage(styles.Warning, "Console locked (%s): F2/l to log in again", why)
 	if m.c.Logger != nil {
 		m.c.Logger.Info("console locked", "user", user, "tty", m.opts.TTY, "why", why)
 	}
@@ -538,10 +538,8 @@ func (m *Model) Render() string {
 	case m.current() != nil:
 		content = common.Fit(strings.Split(m.current().View().Content, "\n"), cw, ch, s.Ellipsis)
 	default:
+		// locked: the message line says so; the status stays whole
 		content = m.status.Content(cw, ch)
-		if m.mode == modeLocked {
-			content = common.Fit(m.lockedLines(strings.Split(content, "\n")), cw, ch, s.Ellipsis)
-		}
 	}
 	rows := []string{m.header(cw), m.tabs(cw)}
 	rows = append(rows, strings.Split(content, "\n")...)
@@ -734,18 +732,9 @@ func (m *Model) globalLegend() string {
 	return legend(s, bs)
 }
 
-func (m *Model) lockedLines(status []string) []string {
-	s := m.c.Styles
-	lines := []string{
-		s.Badgef(styles.Warning) + " " + s.Title.Render("Console locked") + "  (was " + m.lockedBy + "): F2/l to log in again",
-		"",
-	}
-	return append(lines, status...)
-}
-
 func (m *Model) helpLines() []string {
 	s := m.c.Styles
-	lines := []string{s.Title.Render("Keys"), ""}
+	lines := []string{s.Title.Render("Keys")}
 	k := m.c.Keys
 	global := []key.Binding{k.Help, k.Login, k.Status}
 	for _, p := range m.pages {
@@ -756,26 +745,38 @@ func (m *Model) helpLines() []string {
 		global = append(global, k.Quit)
 	}
 	global = append(global, k.Redraw)
-	half := (len(global) + 1) / 2
-	for i := 0; i < half; i++ {
-		l := fmt.Sprintf("  %-7s %-18s", global[i].Help().Key, helpDesc(global[i]))
-		if j := i + half; j < len(global) {
-			l += fmt.Sprintf("  %-7s %s", global[j].Help().Key, helpDesc(global[j]))
-		}
-		lines = append(lines, l)
+	lines = append(lines, twoColumns(global)...)
+	cur := m.current()
+	if cur == nil {
+		return append(lines, "",
+			"Every function key has a letter: use the letter when F-keys do not",
+			"arrive (serial line, IPMI SOL, browser consoles). Letters act as keys",
+			"only while no text field is focused; F-keys always do.")
 	}
-	lines = append(lines, "",
-		"Every function key has a letter: use the letter when F-keys do not",
-		"arrive (serial line, IPMI SOL, browser consoles). Letters act as keys",
-		"only while no text field is focused; F-keys always do.",
-	)
-	if s := m.current(); s != nil {
-		lines = append(lines, "", m.c.Styles.Section.Render(s.Title()))
-		for _, col := range s.FullHelp() {
-			for _, b := range col {
-				lines = append(lines, fmt.Sprintf("  %-9s %s", b.Help().Key, b.Help().Desc))
-			}
+	lines = append(lines, s.Muted.Render("Letters work when F-keys do not arrive; F-keys work even in text fields."),
+		"", s.Section.Render(cur.Title()))
+	var own []key.Binding
+	for _, col := range cur.FullHelp() {
+		own = append(own, col...)
+	}
+	return append(lines, twoColumns(own)...)
+}
+
+// twoColumns lays bindings out in two columns, the key column as wide as
+// the widest key.
+func twoColumns(bs []key.Binding) []string {
+	kw := 0
+	for _, b := range bs {
+		kw = max(kw, lipgloss.Width(b.Help().Key))
+	}
+	half := (len(bs) + 1) / 2
+	var lines []string
+	for i := 0; i < half; i++ {
+		l := fmt.Sprintf("  %-*s %-24s", kw, bs[i].Help().Key, helpDesc(bs[i]))
+		if j := i + half; j < len(bs) {
+			l += fmt.Sprintf(" %-*s %s", kw, bs[j].Help().Key, helpDesc(bs[j]))
 		}
+		lines = append(lines, strings.TrimRight(l, " "))
 	}
 	return lines
 }

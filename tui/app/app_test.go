@@ -44,7 +44,6 @@ type fakeScreen struct {
 	activated int
 	ticks     int
 	w, h      int
-	readOnly  string
 }
 
 func (f *fakeScreen) Init() tea.Cmd { return nil }
@@ -316,7 +315,7 @@ func TestIdleLock(t *testing.T) {
 		t.Errorf("console lock released %d times; want 1", r.released)
 	}
 	got := r.screen()
-	for _, w := range []string{"Console locked", "locked after 5 minutes without input", "F2/l"} {
+	for _, w := range []string{"Console locked", "Console locked (after 5 minutes without input)", "F2/l"} {
 		if !strings.Contains(got, w) {
 			t.Errorf("locked screen lacks %q:\n%s", w, got)
 		}

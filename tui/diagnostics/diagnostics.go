@@ -16,6 +16,7 @@ import (
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/styles"
+	"github.com/virtcon/virtcon/tui/term"
 )
 
 // Sources is what the screen needs from the host.
@@ -88,14 +89,12 @@ func New(c common.Common, src Sources) *Model {
 // Title names the screen.
 func (m *Model) Title() string { return "Diagnostics" }
 
-// CLI is the command that writes the same bundle: to the last path
-// written, or to the one a write now would take.
+// CLI is the command that writes the same bundle. `virt diagnostics`
+// names the file as this screen does, in the current directory; a cd
+// keeps the line inside the frame, where -o with the whole path would be
+// cut off.
 func (m *Model) CLI() string {
-	path := m.src.Dir + "/" + diag.FileName(m.c.Now())
-	if m.res != nil {
-		path = m.res.Path
-	}
-	return "virt diagnostics -o " + path
+	return "cd " + common.ShellQuote(m.src.Dir) + " && virt diagnostics"
 }
 
 // Capturing: no field or dialog.
@@ -172,7 +171,7 @@ func (m *Model) View() tea.View {
 		s.Section.Render("SUPPORT BUNDLE"),
 		"  The host inventory, the health checks and the versions of virtcon,",
 		"  QEMU and the kernel in one tar.gz, secrets redacted, for a support case.",
-		"  " + s.Label.Render("Folder ") + " " + m.src.Dir + s.Muted.Render("  (root only)"),
+		"  " + s.Label.Render("Folder ") + " " + m.clean(m.src.Dir) + s.Muted.Render("  (root only)"),
 		"",
 		"  Press " + s.HelpKey.Render("enter") + " or " + s.HelpKey.Render("b") + " to write a bundle.",
 		"",
@@ -200,12 +199,12 @@ func (m *Model) state() []string {
 			"         " + s.Muted.Render("collecting the inventory and running the checks")}
 	case m.err != nil:
 		lines := []string{"  " + s.Badgef(styles.Failure) + " the bundle was not written:"}
-		return append(lines, m.wrap(m.err.Error(), 4)...)
+		return append(lines, m.wrap(m.clean(m.err.Error()), 4)...)
 	case m.res != nil:
 		r := m.res
 		lines := []string{"  " + s.Badgef(styles.OK) + fmt.Sprintf(" wrote %s (%d bytes) in %s:", size(r.Size), r.Size, m.took.Round(time.Second))}
-		lines = append(lines, m.hardwrap(r.Path, 4)...)
-		lines = append(lines, "  "+s.Label.Render("Parts  ")+" "+strings.Join(r.Files, ", "))
+		lines = append(lines, m.hardwrap(m.clean(r.Path), 4)...)
+		lines = append(lines, "  "+s.Label.Render("Parts  ")+" "+m.clean(strings.Join(r.Files, ", ")))
 		return append(lines, "  "+s.Muted.Render("copy it off the host with scp or sftp; it is readable by root only"))
 	}
 	return []string{"  " + s.Muted.Render("no bundle written from this console yet")}
@@ -227,6 +226,10 @@ func (m *Model) hardwrap(text string, indent int) []string {
 	}
 	return out
 }
+
+// clean makes host text (paths, errors) safe to draw, ASCII only in the
+// plain tier.
+func (m *Model) clean(s string) string { return common.Clean(s, m.c.Tier == term.Plain) }
 
 func size(b int64) string {
 	switch {

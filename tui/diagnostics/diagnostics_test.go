@@ -135,7 +135,7 @@ func TestPlainIsASCII(t *testing.T) {
 func TestWriteShowsResult(t *testing.T) {
 	var calls atomic.Int32
 	m, _ := newModel(term.Plain, okSources(&calls), true)
-	if got, want := m.CLI(), "virt diagnostics -o "+dir+"/virtcon-diagnostics-20260314T092653Z.tar.gz"; got != want {
+	if got, want := m.CLI(), "cd "+dir+" && virt diagnostics"; got != want {
 		t.Errorf("CLI before a write = %q; want %q", got, want)
 	}
 	_, cmd := m.Update(enter())
@@ -166,7 +166,7 @@ func TestWriteShowsResult(t *testing.T) {
 	if strings.Contains(v, "already being written") {
 		t.Error("the stale message stayed after the write finished")
 	}
-	if got, want := m.CLI(), "virt diagnostics -o "+fakeResult.Path; got != want {
+	if got, want := m.CLI(), "cd "+dir+" && virt diagnostics"; got != want {
 		t.Errorf("CLI after a write = %q; want %q", got, want)
 	}
 	// a new write is allowed once the first finished

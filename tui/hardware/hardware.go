@@ -18,6 +18,7 @@ import (
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/status"
 	"github.com/virtcon/virtcon/tui/styles"
+	"github.com/virtcon/virtcon/tui/term"
 )
 
 // Sources is where the screen reads the host. Host is called from a
@@ -285,7 +286,7 @@ func (m *Model) footer() string {
 	case m.busy && m.loaded:
 		left = "refreshing" + dots(s)
 	case m.loaded && m.err != nil && m.inv != nil:
-		left = s.Badgef(styles.Unknown) + " refresh failed: " + m.err.Error()
+		left = s.Badgef(styles.Unknown) + " refresh failed: " + m.clean(m.err.Error())
 	}
 	right := ""
 	if total := m.vp.TotalLineCount(); total > 0 && m.inv != nil {
@@ -336,7 +337,7 @@ func (m *Model) wrap(text string, indent int, st interface{ Render(...string) st
 	pad := strings.Repeat(" ", indent)
 	width := max(m.c.Width-indent, 10)
 	var out []string
-	for _, l := range strings.Split(ansi.Wrap(text, width, "/-"), "\n") {
+	for _, l := range strings.Split(ansi.Wrap(m.clean(text), width, "/-"), "\n") {
 		out = append(out, pad+st.Render(l))
 	}
 	return out
@@ -352,8 +353,12 @@ func (m *Model) head(title, note string) string {
 
 // kv is a "  Label      value" line (labels as `virt host info` names them).
 func (m *Model) kv(label, value string) string {
-	return "  " + m.c.Styles.Label.Render(fmt.Sprintf("%-11s", label)) + value
+	return "  " + m.c.Styles.Label.Render(fmt.Sprintf("%-11s", label)) + m.clean(value)
 }
+
+// clean makes host text safe to draw: sysfs strings (a USB disk reports
+// its own model name) may hold anything. ASCII only in the plain tier.
+func (m *Model) clean(s string) string { return common.Clean(s, m.c.Tier == term.Plain) }
 
 func optU(p *uint64, f func(uint64) string) string {
 	if p == nil {
@@ -539,7 +544,7 @@ func (m *Model) device(d hostinfo.PCIDevice, gpus map[string]hostinfo.GPU) []str
 	if name == "" {
 		name = d.VendorID + ":" + d.DeviceID
 	}
-	first := "    " + d.Address + "  " + name
+	first := "    " + m.clean(d.Address+"  "+name)
 	if g, ok := gpus[d.Address]; ok || strings.HasPrefix(d.Class, "03") {
 		mark := "[GPU]"
 		if g.BootVGA {
@@ -560,7 +565,7 @@ func (m *Model) device(d hostinfo.PCIDevice, gpus map[string]hostinfo.GPU) []str
 		second += fmt.Sprintf(", NUMA node %d", *d.NUMANode)
 	}
 	pad := strings.Repeat(" ", 6+len(d.Address))
-	return []string{first, pad + s.Muted.Render(second)}
+	return []string{first, pad + s.Muted.Render(m.clean(second))}
 }
 
 func (m *Model) hugepages() []string {
@@ -608,7 +613,7 @@ func (m *Model) network() []string {
 		if n.Virtual {
 			drv += " (virtual)"
 		}
-		lines = append(lines, fmt.Sprintf("  %-12s %-17s %-7s %-9s %s", n.Name, dash(n.MAC), dash(n.State), speed, drv))
+		lines = append(lines, m.clean(fmt.Sprintf("  %-12s %-17s %-7s %-9s %s", n.Name, dash(n.MAC), dash(n.State), speed, drv)))
 	}
 	lines = append(lines, "", m.head("Disks", fmt.Sprintf("%d disks", len(inv.Block))),
 		"  "+s.Label.Render(fmt.Sprintf("%-12s %10s  %-5s %s", "DISK", "SIZE", "TYPE", "MODEL")))
@@ -620,7 +625,7 @@ func (m *Model) network() []string {
 		if b.Removable {
 			model += ", removable"
 		}
-		lines = append(lines, fmt.Sprintf("  %-12s %10s  %-5s %s", b.Name, gib(b.SizeBytes), dash(b.Type), model))
+		lines = append(lines, m.clean(fmt.Sprintf("  %-12s %10s  %-5s %s", b.Name, gib(b.SizeBytes), dash(b.Type), model)))
 	}
 	return lines
 }

@@ -5,8 +5,8 @@
 //
 // It owns the screen's layout and keys, the tail read (only the last MiB
 // of a file, so a huge log never blocks the console or bloats memory) and
-// the cleaning of log text for the terminal: escape sequences and control
-// characters from serial consoles are removed, and the plain tier shows
-// ASCII only. It only reads, never writes or truncates a log, and every
+// the splitting of log text into lines with tabs expanded; each line is
+// made safe to draw by common.Clean (escape sequences and control
+// characters from serial consoles removed, ASCII only in the plain tier). It only reads, never writes or truncates a log, and every
 // read is a tea.Cmd through an injected Sources.
 package logs

@@ -6,7 +6,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -119,11 +118,21 @@ func (m *Model) Title() string { return "Logs" }
 // Capturing reports that the search box takes every key.
 func (m *Model) Capturing() bool { return m.searching }
 
-// ShortHelp is the screen's part of the key legend.
+// ShortHelp is the screen's part of the key legend; it fits one
+// 76-column line (FullHelp has the rest).
 func (m *Model) ShortHelp() []key.Binding {
 	k := m.keys
-	return []key.Binding{k.NextFile, k.Follow, k.Search, k.NextMatch, k.PrevMatch, k.Home, k.End}
+	if m.searching {
+		return []key.Binding{searchEnter, searchCancel}
+	}
+	return []key.Binding{k.NextFile, k.Search, k.NextMatch, k.PrevMatch, k.Follow, k.End}
 }
+
+// The search box's keys.
+var (
+	searchEnter  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "search"))
+	searchCancel = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel"))
+)
 
 // FullHelp is the screen's help.
 func (m *Model) FullHelp() [][]key.Binding {
@@ -141,22 +150,13 @@ func (m *Model) CLI() string {
 	case !ok:
 		return ""
 	case f.VM != "" && m.follow:
-		return "virt vm logs -f " + shellQuote(f.VM)
+		return "virt vm logs -f " + common.ShellQuote(f.VM)
 	case f.VM != "":
-		return "virt vm logs " + shellQuote(f.VM)
+		return "virt vm logs " + common.ShellQuote(f.VM)
 	case m.follow:
-		return "tail -f " + shellQuote(f.Path)
+		return "tail -f " + common.ShellQuote(f.Path)
 	}
-	return "less " + shellQuote(f.Path)
-}
-
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_.:@/+", r)))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+	return "less " + common.ShellQuote(f.Path)
 }
 
 // Init loads nothing: the app sends ActivateMsg when the screen shows.
@@ -524,10 +524,8 @@ func (m *Model) show() {
 	m.follow = false
 }
 
-func (m *Model) clean(s string) string {
-	l := Clean([]byte(s), m.c.Tier == term.Plain)
-	return strings.Join(l, " ")
-}
+// clean makes host text (file names, errors, the query) safe to draw.
+func (m *Model) clean(s string) string { return common.Clean(s, m.c.Tier == term.Plain) }
 
 // View draws the content area.
 func (m *Model) View() tea.View { return tea.NewView(m.Render()) }
@@ -592,7 +590,7 @@ func (m *Model) pickerLines(rows int) []string {
 		}
 		text := "  " + m.clean(f.Name)
 		if i == m.sel {
-			text = s.Title.Render("> " + m.clean(f.Name))
+			text = s.Selected.Render("> " + m.clean(f.Name))
 		}
 		all = append(all, row{text, i})
 	}
@@ -663,7 +661,7 @@ func (m *Model) viewerLines(w int) []string {
 				}
 			}
 			if i == curLine && j == 0 {
-				gutter = s.Title.Render(gutter)
+				gutter = s.Selected.Render(gutter)
 			}
 			out = append(out, gutter+seg)
 		}
@@ -678,7 +676,7 @@ func (m *Model) highlight(seg string) string {
 	if q == "" || len(lower) != len(seg) {
 		return seg // case folding changed the byte offsets: the gutter still marks it
 	}
-	st := m.c.Styles.Badge[styles.Warning]
+	st := m.c.Styles.Match
 	var b strings.Builder
 	for {
 		i := strings.Index(lower, q)

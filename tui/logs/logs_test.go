@@ -287,7 +287,7 @@ func TestFileSwitchAndCLI(t *testing.T) {
 	if got := empty.CLI(); got != "" {
 		t.Errorf("no file: CLI() = %q; want \"\"", got)
 	}
-	if got := shellQuote("/var/log/a b.log"); got != "'/var/log/a b.log'" {
+	if got := common.ShellQuote("/var/log/a b.log"); got != "'/var/log/a b.log'" {
 		t.Errorf("shellQuote = %q", got)
 	}
 }

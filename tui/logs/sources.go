@@ -12,10 +12,12 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/virtcon/virtcon/paths"
+	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -150,36 +152,40 @@ func ReadTail(ctx context.Context, path string, maxBytes int64) ([]byte, error) 
 	return data, nil
 }
 
-// Clean splits log text into lines fit for the terminal: escape sequences
-// and control characters are removed (an unterminated sequence only eats
-// its own line), tabs expanded, invalid UTF-8 dropped; with ascii, every
-// character beyond 0x7E becomes '?'.
+// Clean splits log text into lines fit for the terminal: each line is
+// cleaned by common.Clean (escape sequences, control characters and
+// invalid UTF-8 removed; with ascii, every character beyond 0x7E becomes
+// '?'), with its tabs expanded to stops of 8. An unterminated escape
+// sequence only eats its own line.
 func Clean(b []byte, ascii bool) []string {
 	if len(b) == 0 {
 		return nil
 	}
 	raw := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
 	out := make([]string, len(raw))
-	var sb strings.Builder
 	for i, l := range raw {
-		sb.Reset()
-		col := 0
-		for _, r := range ansi.Strip(string(l)) {
-			switch {
-			case r == '\t':
-				n := 8 - col%8
-				sb.WriteString(strings.Repeat(" ", n))
-				col += n
-				continue
-			case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || r == 0xfffd:
-				continue
-			case ascii && r > 0x7e:
-				r = '?'
-			}
-			sb.WriteRune(r)
-			col++ // tab stops are counted in runes: close enough for logs
-		}
-		out[i] = sb.String()
+		out[i] = cleanLine(ansi.Strip(string(l)), ascii)
 	}
 	return out
+}
+
+// cleanLine cleans the pieces between tabs and pads each tab to the next
+// stop, counting the runes drawn (close enough for logs).
+func cleanLine(l string, ascii bool) string {
+	if !strings.Contains(l, "\t") {
+		return common.Clean(l, ascii)
+	}
+	var sb strings.Builder
+	col := 0
+	for i, seg := range strings.Split(l, "\t") {
+		if i > 0 {
+			n := 8 - col%8
+			sb.WriteString(strings.Repeat(" ", n))
+			col += n
+		}
+		c := common.Clean(seg, ascii)
+		sb.WriteString(c)
+		col += utf8.RuneCountInString(c)
+	}
+	return sb.String()
 }

@@ -180,7 +180,7 @@ func (f *form) lines(s *styles.Styles, w int) []string {
 			var parts []string
 			for j, c := range fl.choices {
 				if j == fl.choice {
-					parts = append(parts, s.Title.Render("(*) "+c))
+					parts = append(parts, s.Selected.Render("(*) "+c))
 				} else {
 					parts = append(parts, "( ) "+c)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/styles"
+	"github.com/virtcon/virtcon/tui/term"
 )
 
 // TryFor is how long a change from this screen is on trial before the
@@ -171,9 +172,10 @@ func (m *Model) Init() tea.Cmd { return nil }
 var (
 	keyEdit     = key.NewBinding(key.WithKeys("e"), key.WithHelp("e", "edit mgmt"))
 	keyAdd      = key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "add bridge"))
-	keyOpen     = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "edit bridge"))
-	keyDelete   = key.NewBinding(key.WithKeys("delete", "-"), key.WithHelp("del/-", "delete bridge"))
-	keyTest     = key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "test mgmt"))
+	keyOpen     = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "edit"))
+	keyDelete   = key.NewBinding(key.WithKeys("delete", "-"), key.WithHelp("-/del", "delete"))
+	keyTest     = key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "test"))
+	keyRetest   = key.NewBinding(key.WithKeys("t"), key.WithHelp("t", "test again"))
 	keyReset    = key.NewBinding(key.WithKeys("z"), key.WithHelp("z", "DHCP reset"))
 	keyConfirm  = key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "keep trial"))
 	keyRollback = key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "roll back"))
@@ -185,38 +187,36 @@ var (
 	keySubmit = key.NewBinding(key.WithKeys("ctrl+s"), key.WithHelp("^S/enter", "review"))
 	keyCancel = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel"))
 
-	keyYes      = key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "apply on trial"))
-	keyNo       = key.NewBinding(key.WithKeys("n", "esc"), key.WithHelp("n/esc", "cancel"))
 	keyKeep     = key.NewBinding(key.WithKeys("k"), key.WithHelp("k", "keep"))
 	keyBack     = key.NewBinding(key.WithKeys("b", "esc"), key.WithHelp("b/esc", "roll back now"))
 	keyPick     = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "pick"))
-	keyYesDel   = key.NewBinding(key.WithKeys("y"), key.WithHelp("y", "delete"))
 	keyClose    = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))
 	keyButtons  = key.NewBinding(key.WithKeys("left", "right"), key.WithHelp("left/right", "button"))
 	keyActivate = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "press button"))
 )
 
-// ShortHelp is the key legend of the current mode.
+// ShortHelp is the key legend of the current mode; each fits one
+// 76-column line.
 func (m *Model) ShortHelp() []key.Binding {
 	switch m.mode {
 	case modeForm:
 		return []key.Binding{keyNext, keyPrev, keySubmit, keyCancel}
 	case modeDiff:
-		return []key.Binding{keyYes, keyNo, keyButtons, keyActivate}
+		return common.ConfirmHelp("apply on trial")
 	case modeKeep:
 		return []key.Binding{keyKeep, keyBack, keyButtons, keyActivate}
 	case modeNICs:
 		return []key.Binding{keyUp, keyDown, keyPick, keyCancel}
 	case modeDelete:
-		return []key.Binding{keyYesDel, keyNo, keyButtons, keyActivate}
+		return common.ConfirmHelp("delete, then review")
 	case modeResults:
-		return []key.Binding{keyTest, keyClose}
+		return []key.Binding{keyRetest, keyClose}
 	}
-	keys := []key.Binding{keyEdit, keyAdd, keyOpen, keyDelete, keyTest, keyReset}
 	if m.pending != nil {
-		keys = append(keys, keyConfirm, keyRollback)
+		// editing waits for the trial to end: keep or roll back first
+		return []key.Binding{keyConfirm, keyRollback, keyTest, keyUp, keyDown}
 	}
-	return keys
+	return []key.Binding{keyEdit, keyAdd, keyOpen, keyDelete, keyTest, keyReset}
 }
 
 // FullHelp is every key of the screen, by mode.
@@ -224,7 +224,7 @@ func (m *Model) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{keyEdit, keyAdd, keyOpen, keyDelete, keyTest, keyReset, keyConfirm, keyRollback, keyUp, keyDown},
 		{keyNext, keyPrev, keySubmit, keyCancel},
-		{keyYes, keyNo, keyKeep, keyBack, keyButtons, keyActivate},
+		append(common.ConfirmHelp("apply or delete"), keyKeep, keyBack, keyButtons, keyActivate),
 	}
 }
 
@@ -389,8 +389,12 @@ func (m *Model) nicsCmd() tea.Cmd {
 }
 
 func (m *Model) say(l styles.Level, format string, args ...any) {
-	m.msg, m.msgLevel = fmt.Sprintf(format, args...), l
+	m.msg, m.msgLevel = m.clean(fmt.Sprintf(format, args...)), l
 }
+
+// clean makes host text safe to draw: link names come from the kernel,
+// errors quote them and the file. ASCII only in the plain tier.
+func (m *Model) clean(s string) string { return common.Clean(s, m.c.Tier == term.Plain) }
 
 func (m *Model) log(msg string, args ...any) {
 	if m.c.Logger != nil {
@@ -842,26 +846,21 @@ func (m *Model) buttons(msg tea.KeyPressMsg) bool {
 	return false
 }
 
+// diffKey answers the review as every confirmation does: y applies on
+// trial, any other key cancels.
 func (m *Model) diffKey(msg tea.KeyPressMsg) tea.Cmd {
-	if m.buttons(msg) {
-		return nil
-	}
-	yes := msg.String() == "y" || (msg.String() == "enter" && m.btn == 1)
-	no := msg.String() == "n" || msg.String() == "esc" || (msg.String() == "enter" && m.btn == 0)
-	switch {
-	case yes:
-		if !m.mayWrite() {
-			m.mode = modeMain
-			return nil
-		}
-		m.mode = modeBusy
-		m.log("apply on trial", "what", m.edit.what)
-		return m.applyCmd(m.edit.next)
-	case no:
+	if !common.Confirmed(msg) {
 		m.mode, m.edit = modeMain, nil
 		m.say(styles.Info, "cancelled: nothing changed")
+		return nil
 	}
-	return nil
+	if !m.mayWrite() {
+		m.mode = modeMain
+		return nil
+	}
+	m.mode = modeBusy
+	m.log("apply on trial", "what", m.edit.what)
+	return m.applyCmd(m.edit.next)
 }
 
 func (m *Model) keepKey(msg tea.KeyPressMsg) tea.Cmd {
@@ -911,26 +910,22 @@ func (m *Model) nicsKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
+// deleteKey answers the delete dialog: y goes on to the review of the
+// change, any other key cancels.
 func (m *Model) deleteKey(msg tea.KeyPressMsg) tea.Cmd {
-	if m.buttons(msg) {
-		return nil
-	}
 	b := m.selected()
-	yes := msg.String() == "y" || (msg.String() == "enter" && m.btn == 1)
-	no := msg.String() == "n" || msg.String() == "esc" || (msg.String() == "enter" && m.btn == 0)
-	switch {
-	case yes && b != nil:
-		next, err := netcfg.DeleteBridge(m.desired, b.Name)
-		if err != nil {
-			m.mode = modeMain
-			m.say(styles.Failure, "%v", err)
-			return nil
-		}
-		m.review(next, "delete bridge "+b.Name, "virt net bridge delete "+b.Name+tryFlag())
-	case no || b == nil:
+	if !common.Confirmed(msg) || b == nil {
 		m.mode = modeMain
 		m.say(styles.Info, "cancelled: nothing changed")
+		return nil
 	}
+	next, err := netcfg.DeleteBridge(m.desired, b.Name)
+	if err != nil {
+		m.mode = modeMain
+		m.say(styles.Failure, "%v", err)
+		return nil
+	}
+	m.review(next, "delete bridge "+b.Name, "virt net bridge delete "+b.Name+tryFlag())
 	return nil
 }
 
@@ -999,7 +994,7 @@ func (m *Model) mainLines() []string {
 	}
 	var lines []string
 	if m.loadErr != nil {
-		lines = append(lines, s.Badgef(styles.Failure)+" "+m.loadErr.Error())
+		lines = append(lines, s.Badgef(styles.Failure)+" "+m.clean(m.loadErr.Error()))
 	}
 	lines = append(lines, padRight(s.Section.Render("MANAGEMENT"), 2+col1)+
 		padRight(s.Muted.Render("wanted (network.yaml)"), col2)+" "+s.Muted.Render("live"))
@@ -1059,7 +1054,7 @@ func (m *Model) mgmtRows() []string {
 	if mg.MTU != 0 {
 		mtu = strconv.Itoa(mg.MTU)
 	}
-	return []string{
+	rows := []string{
 		row("interface", link, liveLink),
 		row("mode", mode, ""),
 		row("addresses", addrs, liveAddrs),
@@ -1068,6 +1063,10 @@ func (m *Model) mgmtRows() []string {
 		row("dns", orDash(strings.Join(cfg.DNS.Servers, ", ")), ""),
 		row("hostname", orDash(cfg.Hostname), ""),
 	}
+	for i, r := range rows {
+		rows[i] = m.clean(r)
+	}
+	return rows
 }
 
 func onOff(b bool) string {
@@ -1113,10 +1112,10 @@ func (m *Model) bridgeRows() []string {
 				live = "up"
 			}
 		}
-		l := fmt.Sprintf(bridgeRow, mark, b.Name, orDash(strings.Join(b.Ports, ",")), orDash(strings.Join(b.Addresses, ",")),
-			onOff(b.STP), onOff(b.VLANFiltering), live)
+		l := m.clean(fmt.Sprintf(bridgeRow, mark, b.Name, orDash(strings.Join(b.Ports, ",")), orDash(strings.Join(b.Addresses, ",")),
+			onOff(b.STP), onOff(b.VLANFiltering), live))
 		if i == m.sel {
-			l = s.Title.Render(l)
+			l = s.Selected.Render(l)
 		}
 		lines = append(lines, l)
 	}
@@ -1138,7 +1137,7 @@ func (m *Model) networksLine() string {
 		}
 		parts = append(parts, p+")")
 	}
-	return strings.Join(parts, ", ")
+	return m.clean(strings.Join(parts, ", "))
 }
 
 func (m *Model) trialLine() string {
@@ -1197,7 +1196,7 @@ func (m *Model) diffLines() []string {
 	lines = append(lines, m.listSection("Steps on the host", steps, max(room-diffRoom, 1))...)
 	lines = append(lines, "",
 		fmt.Sprintf("Apply with a %d s trial? It rolls back by itself unless you keep it.", int(TryFor/time.Second)),
-		"  "+m.button("Cancel", 0)+"  "+m.button("Apply on trial", 1)+"   "+s.Muted.Render("y apply  n/esc cancel"))
+		common.ConfirmPrompt(s, "apply it on trial"))
 	return lines
 }
 
@@ -1205,7 +1204,7 @@ func (m *Model) diffLines() []string {
 // arrow, so it shows without colour.
 func (m *Model) button(label string, idx int) string {
 	if m.btn == idx {
-		return m.c.Styles.Title.Render("[>" + label + "<]")
+		return m.c.Styles.Selected.Render("[>" + label + "<]")
 	}
 	return "[ " + label + " ]"
 }
@@ -1289,9 +1288,9 @@ func (m *Model) nicLines() []string {
 		if n == m.mgmtInterface() {
 			info += "  (management now)"
 		}
-		l := fmt.Sprintf("%s%-12s %s", mark, n, info)
+		l := m.clean(fmt.Sprintf("%s%-12s %s", mark, n, info))
 		if i == m.nicSel {
-			l = s.Title.Render(l)
+			l = s.Selected.Render(l)
 		}
 		lines = append(lines, l)
 	}
@@ -1305,10 +1304,10 @@ func (m *Model) deleteLines() []string {
 		return nil
 	}
 	return []string{
-		s.Title.Render("Delete bridge " + b.Name + "?"), "",
+		s.Badgef(styles.Warning) + " " + s.Title.Render("Delete bridge "+m.clean(b.Name)+"?"), "",
 		"It is removed from the host and from network.yaml; its ports are released.",
 		"VMs attached to it lose their network. You review the change next.", "",
-		"  " + m.button("Cancel", 0) + "  " + m.button("Delete", 1) + "   " + s.Muted.Render("y delete  n/esc cancel"),
+		common.ConfirmPrompt(s, "delete it and review the change"),
 	}
 }
 
@@ -1323,7 +1322,7 @@ func (m *Model) resultLines() []string {
 		if !r.OK {
 			lvl = styles.Failure
 		}
-		lines = append(lines, fmt.Sprintf("%s %-30s %s", s.Badgef(lvl), r.Name, r.Detail))
+		lines = append(lines, s.Badgef(lvl)+" "+m.clean(fmt.Sprintf("%-30s %s", r.Name, r.Detail)))
 	}
 	lines = append(lines, "")
 	if netcfg.AllPassed(m.results) {
@@ -1331,5 +1330,5 @@ func (m *Model) resultLines() []string {
 	} else {
 		lines = append(lines, s.Badgef(styles.Failure)+" the management network has a problem: see FAIL above")
 	}
-	return append(lines, s.Muted.Render("t tests again, esc closes"))
+	return append(lines, s.Muted.Render("t tests again; esc or enter closes"))
 }

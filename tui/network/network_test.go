@@ -211,6 +211,8 @@ func keyMsg(k string) tea.KeyPressMsg {
 		return tea.KeyPressMsg{Code: tea.KeyTab}
 	case "down":
 		return tea.KeyPressMsg{Code: tea.KeyDown}
+	case "right":
+		return tea.KeyPressMsg{Code: tea.KeyRight}
 	case "delete":
 		return tea.KeyPressMsg{Code: tea.KeyDelete}
 	case "ctrl+s":
@@ -487,6 +489,39 @@ func TestResetToDHCP(t *testing.T) {
 	}
 }
 
+// TestConfirmationsCancelOnAnyOtherKey: the review (apply on trial) and
+// the bridge delete dialog answer as every confirmation does: y goes on,
+// any other key cancels and changes nothing.
+func TestConfirmationsCancelOnAnyOtherKey(t *testing.T) {
+	for _, k := range []string{"enter", "n", "esc", "tab", "right", "q", "k", "b"} {
+		t.Run(k, func(t *testing.T) {
+			f := newFake()
+			m := loaded(t, term.Plain, f, true)
+			press(t, m, "e", "tab", "ctrl+u")
+			typeText(t, m, "192.168.10.7/24")
+			press(t, m, "ctrl+s")
+			if m.mode != modeDiff {
+				t.Fatalf("mode %d; want the review", m.mode)
+			}
+			mustContain(t, screen(m), "Press y to apply it on trial; any other key cancels.")
+			press(t, m, k)
+			if m.mode != modeMain || len(f.applies) != 0 {
+				t.Errorf("review after %q: mode %d, %d applies; want main, none", k, m.mode, len(f.applies))
+			}
+			press(t, m, "j", "-")
+			if m.mode != modeDelete {
+				t.Fatalf("mode %d; want the delete dialog", m.mode)
+			}
+			mustContain(t, screen(m), "Delete bridge br1?", "Press y to delete it and review the change; any other key cancels.")
+			press(t, m, k)
+			if m.mode != modeMain {
+				t.Errorf("delete dialog after %q: mode %d; want main", k, m.mode)
+			}
+			mustContain(t, screen(m), "cancelled: nothing changed")
+		})
+	}
+}
+
 func TestBridges(t *testing.T) {
 	f := newFake()
 	m := loaded(t, term.Plain, f, true)
@@ -497,9 +532,9 @@ func TestBridges(t *testing.T) {
 	if m.mode != modeDelete || m.CLI() != "virt net bridge delete br1 --try 60s" {
 		t.Fatalf("mode %d, CLI %q; want the delete dialog for br1", m.mode, m.CLI())
 	}
-	press(t, m, "enter") // the focused button is [Cancel]
+	press(t, m, "enter") // any key but y cancels
 	if m.mode != modeMain {
-		t.Fatalf("enter on [Cancel] left mode %d", m.mode)
+		t.Fatalf("enter on the delete dialog left mode %d", m.mode)
 	}
 	press(t, m, "-", "y")
 	mustContain(t, screen(m), "- bridges[br1].name: br1", "- bridges[br1].stp: true")

@@ -3,9 +3,10 @@
 // and names up to five of them (virtcon does not stop them first; their
 // QEMU processes die with the host).
 //
-// The dialog needs a typed y; enter, n and esc cancel, so a stray enter
-// never takes the host down. Read-only consoles are refused with the
-// session's reason. The screen holds no host logic: the running-VM rule
-// and the warning text come from package power (shared with `virt host
-// reboot`), and the actions are injected functions, fakes in tests.
+// The dialog answers as every DCUI confirmation does (common.Confirmed):
+// y goes ahead, any other key cancels, so a stray enter never takes the
+// host down. Read-only consoles are refused with the session's reason.
+// The screen holds no host logic: the running-VM rule and the warning
+// text come from package power (shared with `virt host reboot`), and the
+// actions are injected functions, fakes in tests.
 package power

@@ -16,6 +16,7 @@ import (
 	hostpower "github.com/virtcon/virtcon/power"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/styles"
+	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -61,7 +62,6 @@ type (
 
 type keyMap struct {
 	Up, Down, Open, Reboot, PowerOff key.Binding
-	Yes, No                          key.Binding
 }
 
 func defaultKeys() keyMap {
@@ -71,8 +71,6 @@ func defaultKeys() keyMap {
 		Open:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "choose")),
 		Reboot:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "reboot host")),
 		PowerOff: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "power off host")),
-		Yes:      key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "confirm")),
-		No:       key.NewBinding(key.WithKeys("n", "N", "esc", "enter"), key.WithHelp("n/esc/enter", "cancel")),
 	}
 }
 
@@ -127,14 +125,14 @@ func (m *Model) CLI() string {
 	return "virt host " + a.String() + " --yes"
 }
 
-// Capturing is true while the confirmation dialog is open: every letter
-// is the dialog's.
+// Capturing is true while the confirmation dialog is open: every key is
+// the dialog's (y confirms, any other cancels).
 func (m *Model) Capturing() bool { return m.dialog != nil }
 
 // ShortHelp is the screen's part of the legend.
 func (m *Model) ShortHelp() []key.Binding {
 	if m.dialog != nil {
-		return []key.Binding{m.km.Yes, m.km.No}
+		return common.ConfirmHelp(verb(*m.dialog))
 	}
 	return []key.Binding{m.km.Reboot, m.km.PowerOff, m.km.Down, m.km.Open}
 }
@@ -142,7 +140,7 @@ func (m *Model) ShortHelp() []key.Binding {
 // FullHelp is the screen's help.
 func (m *Model) FullHelp() [][]key.Binding {
 	k := m.km
-	return [][]key.Binding{{k.Reboot, k.PowerOff, k.Up, k.Down, k.Open}, {k.Yes, k.No}}
+	return [][]key.Binding{{k.Reboot, k.PowerOff, k.Up, k.Down, k.Open}, common.ConfirmHelp("reboot or power off")}
 }
 
 // SetSize sets the content area.
@@ -239,23 +237,21 @@ func (m *Model) open(a Action) tea.Cmd {
 	return m.loadVMs()
 }
 
+// dialogKey answers the dialog as every confirmation does: y goes ahead,
+// any other key cancels (so a stray enter never takes the host down).
 func (m *Model) dialogKey(msg tea.KeyPressMsg) tea.Cmd {
 	a := *m.dialog
-	switch {
-	case key.Matches(msg, m.km.Yes):
-		m.dialog = nil
-		if !m.c.Session.CanWrite() {
-			// the lock may have moved while the dialog was open
-			m.note, m.noteLevel = verb(a)+" refused: "+m.c.Session.ReadOnlyReason(), styles.Warning
-			return nil
-		}
-		return m.act(a)
-	case key.Matches(msg, m.km.No):
-		m.dialog = nil
+	m.dialog = nil
+	if !common.Confirmed(msg) {
 		m.note, m.noteLevel = verb(a)+" cancelled", styles.Info
+		return nil
 	}
-	// any other key leaves the dialog open: only y confirms
-	return nil
+	if !m.c.Session.CanWrite() {
+		// the lock may have moved while the dialog was open
+		m.note, m.noteLevel = verb(a)+" refused: "+m.c.Session.ReadOnlyReason(), styles.Warning
+		return nil
+	}
+	return m.act(a)
 }
 
 func (m *Model) act(a Action) tea.Cmd {
@@ -331,7 +327,7 @@ func (m *Model) actionLine(a Action) string {
 	if a == m.sel {
 		// the cursor marks the selection in every tier, colour only adds
 		cursor = "> "
-		label = s.Title.Render(label)
+		label = s.Selected.Render(label)
 	}
 	return "  " + cursor + s.HelpKey.Render(k) + "  " + label + " " + s.Muted.Render(what)
 }
@@ -344,13 +340,14 @@ func (m *Model) vmLines(indent, width int) []string {
 	case !m.vmsLoaded:
 		return []string{pad + s.Muted.Render("checking for running VMs"+dots(s))}
 	case m.vmErr != nil && len(m.vms) == 0:
-		return m.badged(indent, width, styles.Unknown, "could not list the VMs ("+m.vmErr.Error()+"); any running VM will be stopped hard")
+		return m.badged(indent, width, styles.Unknown, "could not list the VMs ("+m.clean(m.vmErr.Error())+"); any running VM will be stopped hard")
 	}
 	running := hostpower.Running(m.vms)
 	if len(running) == 0 {
 		return []string{pad + s.Badgef(styles.OK) + " no VM is running"}
 	}
-	lines := m.badged(indent, width, styles.Warning, hostpower.Warning(running, maxNames))
+	// VM names are host text: an EXTERNAL guest's comes from any argv
+	lines := m.badged(indent, width, styles.Warning, m.clean(hostpower.Warning(running, maxNames)))
 	return append(lines, pad+"       "+s.Muted.Render("to stop them cleanly first: F4/v, or virt vm stop NAME"))
 }
 
@@ -374,7 +371,7 @@ func (m *Model) stateLines() []string {
 		return []string{"  " + s.Badgef(styles.Info) + " asking the system to go down" + dots(s)}
 	case m.actErr != nil:
 		// the core's error names the action and the command
-		return m.badged(2, m.c.Width, styles.Failure, m.actErr.Error())
+		return m.badged(2, m.c.Width, styles.Failure, m.clean(m.actErr.Error()))
 	case m.done != nil:
 		return []string{"  " + s.Badgef(styles.Info) + " " + verb(*m.done) + " requested: the host is going down"}
 	}
@@ -391,9 +388,7 @@ func (m *Model) dialogLines(a Action) []string {
 	}
 	inner := []string{s.Title.Render(title), ""}
 	inner = append(inner, m.vmLines(0, iw)...)
-	inner = append(inner, "",
-		"Type "+s.HelpKey.Render("y")+" to "+verb(a)+" now; "+s.HelpKey.Render("n")+", "+
-			s.HelpKey.Render("esc")+" or "+s.HelpKey.Render("enter")+" cancel (the default).")
+	inner = append(inner, "", common.ConfirmPrompt(s, verb(a)+" now"))
 	for i, l := range inner {
 		if lipgloss.Width(l) > iw {
 			l = ansi.Truncate(l, iw, s.Ellipsis)
@@ -407,6 +402,9 @@ func (m *Model) dialogLines(a Action) []string {
 	}
 	return out
 }
+
+// clean makes host text safe to draw, ASCII only in the plain tier.
+func (m *Model) clean(s string) string { return common.Clean(s, m.c.Tier == term.Plain) }
 
 func dots(s *styles.Styles) string {
 	if s.Ellipsis == "~" {

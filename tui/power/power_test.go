@@ -167,8 +167,8 @@ func TestLinuxFits(t *testing.T) {
 	}
 }
 
-// TestConfirmation: only a typed y goes ahead; enter (the default), n and
-// esc cancel; other letters keep the dialog open.
+// TestConfirmation: only a typed y goes ahead; any other key (enter, the
+// default, included) cancels, as in every confirmation dialog.
 func TestConfirmation(t *testing.T) {
 	tests := []struct {
 		name               string
@@ -182,7 +182,10 @@ func TestConfirmation(t *testing.T) {
 		{"enter cancels (default No)", []string{"b", "enter"}, 0, 0, false},
 		{"n cancels", []string{"b", "n"}, 0, 0, false},
 		{"esc cancels", []string{"o", "esc"}, 0, 0, false},
-		{"other letters keep the dialog", []string{"b", "x", "q", "s", "1"}, 0, 0, true},
+		{"other letters cancel", []string{"b", "x"}, 0, 0, false},
+		{"a digit cancels", []string{"o", "1"}, 0, 0, false},
+		{"capital Y confirms", []string{"b", "Y"}, 1, 0, false},
+		{"the dialog stays open until a key", []string{"b"}, 0, 0, true},
 		{"a cancelled dialog needs a new one", []string{"b", "n", "y"}, 0, 0, false},
 	}
 	for _, tc := range tests {
@@ -217,7 +220,7 @@ func TestDialogWarnsAboutRunningVMs(t *testing.T) {
 	}
 	v := strings.Join(strings.Fields(strings.NewReplacer("|", " ", "│", " ").Replace(ansi.Strip(view(m)))), " ")
 	for _, want := range []string{"Reboot the host?", "7 VMs are running (vm-0, vm-1, vm-2, vm-3, vm-4, and 2 more)",
-		"stopped hard", "virtcon does not stop them for you", "Type y to reboot now"} {
+		"stopped hard", "virtcon does not stop them for you", "Press y to reboot now; any other key cancels."} {
 		if !strings.Contains(v, want) {
 			t.Errorf("dialog lacks %q:\n%s", want, view(m))
 		}

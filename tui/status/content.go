@@ -11,7 +11,7 @@ import (
 // header shows product, host name and time). When h is short the blank
 // lines between sections go first, so every section stays on screen.
 func (m *Model) Content(w, h int) string {
-	lines := m.bodyLines(max((w-loadFixed+1)/2, 4))
+	lines := m.bodyLines(max((w-loadFixed+1)/2, 4), w)
 	for len(lines) > h {
 		i := slices.Index(lines, "")
 		if i < 0 {
@@ -27,5 +27,5 @@ func (m *Model) Hostname() string {
 	if m.inv == nil {
 		return ""
 	}
-	return m.inv.Hostname
+	return m.clean(m.inv.Hostname)
 }

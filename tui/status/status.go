@@ -383,20 +383,19 @@ func (m *Model) statusLines() []string {
 	if product == "" {
 		product = "virtcon"
 	}
-	host := ""
-	if m.inv != nil {
-		host = m.inv.Hostname
-	}
+	host := m.Hostname()
 	left := s.Title.Render(product + " " + m.opts.Version)
 	right := host + "  " + now.Format("2006-01-02 15:04:05")
 	gap := max(m.c.Width-4-lipgloss.Width(left)-lipgloss.Width(right), 1)
 	lines := []string{left + strings.Repeat(" ", gap) + right, ""}
-	return append(lines, m.bodyLines(sparkWidth(m.c.Width))...)
+	// Render draws " "+line inside the frame
+	return append(lines, m.bodyLines(sparkWidth(m.c.Width), m.c.Width-3)...)
 }
 
 // bodyLines are the sections under the title line, blank lines between
-// them; spark is the width of each load sparkline.
-func (m *Model) bodyLines(spark int) []string {
+// them; spark is the width of each load sparkline, width the cells a line
+// may take (long hints wrap to it).
+func (m *Model) bodyLines(spark, width int) []string {
 	s := m.c.Styles
 	var lines []string
 	lines = append(lines, m.managementLines()...)
@@ -404,7 +403,7 @@ func (m *Model) bodyLines(spark int) []string {
 	lines = append(lines, m.hostLines()...)
 	lines = append(lines, m.loadLine(spark))
 	lines = append(lines, "")
-	lines = append(lines, m.healthLines()...)
+	lines = append(lines, m.healthLines(width)...)
 	lines = append(lines, "")
 	lines = append(lines, s.Section.Render("VMS      ")+" "+m.vmLine())
 	lines = append(lines, s.Section.Render("NETWORK  ")+" "+m.tryLine(m.c.Now()))
@@ -418,7 +417,7 @@ func (m *Model) managementLines() []string {
 	case !m.netLoaded:
 		return []string{head, "  " + m.loading()}
 	case m.netErr != nil && len(m.addrs) == 0:
-		return []string{head, "  " + s.Badgef(styles.Unknown) + " addresses unavailable: " + m.netErr.Error()}
+		return []string{head, "  " + s.Badgef(styles.Unknown) + " addresses unavailable: " + m.clean(m.netErr.Error())}
 	case len(m.addrs) == 0:
 		return []string{head, "  " + s.Badgef(styles.Warning) + " no address: the host cannot be reached over the network"}
 	}
@@ -432,7 +431,7 @@ func (m *Model) managementLines() []string {
 		if !a.Prefix.Addr().IsLinkLocalUnicast() {
 			url = URL(a.Prefix.Addr())
 		}
-		lines = append(lines, fmt.Sprintf("  %-8s %-28s %s", a.Iface, a.Prefix, url))
+		lines = append(lines, fmt.Sprintf("  %-8s %-28s %s", m.clean(a.Iface), a.Prefix, url))
 	}
 	if m.web {
 		lines = append(lines, "  web terminal listening on port 8443")
@@ -456,12 +455,12 @@ func (m *Model) hostLines() []string {
 	if m.inv == nil {
 		msg := "unavailable"
 		if m.hostErr != nil {
-			msg += ": " + m.hostErr.Error()
+			msg += ": " + m.clean(m.hostErr.Error())
 		}
 		return []string{head, "  " + s.Badgef(styles.Unknown) + " " + msg}
 	}
 	inv := m.inv
-	cpu := strings.NewReplacer("(R)", "", "(TM)", "", " CPU ", " ").Replace(inv.CPU.Model)
+	cpu := m.clean(strings.NewReplacer("(R)", "", "(TM)", "", " CPU ", " ").Replace(inv.CPU.Model))
 	if cpu == "" {
 		cpu = "unknown model"
 	}
@@ -514,7 +513,7 @@ func (m *Model) loadLine(n int) string {
 	case m.src.Usage == nil:
 		return label + s.Muted.Render("not sampled")
 	case m.usageErr != nil:
-		return label + s.Badgef(styles.Unknown) + " unavailable: " + m.usageErr.Error()
+		return label + s.Badgef(styles.Unknown) + " unavailable: " + m.clean(m.usageErr.Error())
 	case !m.usageLoaded:
 		return label + m.loading()
 	}
@@ -571,7 +570,9 @@ func Worst(r *hostinfo.Report) (hostinfo.Check, bool) {
 	return worst, found
 }
 
-func (m *Model) healthLines() []string {
+// healthLines are the acceleration verdict and the worst check with its
+// hint, wrapped to width: the hint is the advice, it must not be cut.
+func (m *Model) healthLines(width int) []string {
 	s := m.c.Styles
 	head := s.Section.Render("HEALTH")
 	if !m.hostLoaded {
@@ -591,16 +592,25 @@ func (m *Model) healthLines() []string {
 	}
 	accel := "  " + s.Badgef(al) + " acceleration: " + r.Acceleration
 	if r.AccelerationReason != "" {
-		accel += " (" + r.AccelerationReason + ")"
+		accel += " (" + m.clean(r.AccelerationReason) + ")"
 	}
 	lines := []string{head, accel}
 	c, ok := Worst(r)
 	if !ok {
 		return append(lines, "  "+s.Badgef(styles.OK)+" "+plural(len(r.Checks), "check")+" passed")
 	}
-	lines = append(lines, "  "+s.Badgef(level(c.Status))+" "+c.ID+": "+c.Detail)
+	lines = append(lines, "  "+s.Badgef(level(c.Status))+" "+m.clean(c.ID+": "+c.Detail))
 	if c.Hint != "" {
-		lines = append(lines, "         "+s.Hint.Render("hint: "+c.Hint))
+		// under the badge's text; continuation lines under the hint's
+		const indent, hang = "         ", "               "
+		wrapped := strings.Split(ansi.Wrap("hint: "+m.clean(c.Hint), max(width-len(indent), 20), "/-"), "\n")
+		for i, l := range wrapped {
+			pad := indent
+			if i > 0 {
+				pad, l = hang, strings.TrimLeft(l, " ")
+			}
+			lines = append(lines, pad+s.Hint.Render(l))
+		}
 	}
 	return lines
 }
@@ -614,7 +624,7 @@ func (m *Model) vmLine() string {
 	case !m.vmsLoaded:
 		return m.loading()
 	case m.vmErr != nil:
-		return s.Badgef(styles.Unknown) + " unavailable: " + m.vmErr.Error()
+		return s.Badgef(styles.Unknown) + " unavailable: " + m.clean(m.vmErr.Error())
 	case len(m.vms) == 0:
 		return "none defined"
 	}
@@ -668,12 +678,16 @@ func (m *Model) tryLine(now time.Time) string {
 	case m.pending == nil:
 		return "no change on trial"
 	case m.pending.RollbackError != "":
-		return s.Badgef(styles.Failure) + " rollback failed: " + m.pending.RollbackError + " (virt net rollback)"
+		return s.Badgef(styles.Failure) + " rollback failed: " + m.clean(m.pending.RollbackError) + " (virt net rollback)"
 	}
 	left := m.pending.Remaining(now).Round(time.Second)
 	return s.Badgef(styles.Warning) + fmt.Sprintf(" change on trial: rollback in %d:%02d; keep: virt net confirm",
 		int(left.Minutes()), int(left.Seconds())%60)
 }
+
+// clean makes host text safe to draw (names, errors, check details),
+// ASCII only in the plain tier.
+func (m *Model) clean(s string) string { return common.Clean(s, m.c.Tier == term.Plain) }
 
 // FixSize keeps m at its current size whatever the terminal reports (the
 // --size override).

@@ -50,6 +50,13 @@ type Styles struct {
 	// Title is the product line; Section a heading; Label a field name;
 	// Value its value; Muted secondary text; Hint advice under a check.
 	Title, Section, Label, Value, Muted, Hint lipgloss.Style
+	// Selected is the highlighted row of a list or menu, and the focused
+	// button of a dialog. Lists also mark it with "> ", so it shows
+	// without colour.
+	Selected lipgloss.Style
+	// Match is a search match inside text (reverse video, so it shows
+	// on a serial line too).
+	Match lipgloss.Style
 	// Badges by level.
 	Badge map[Level]lipgloss.Style
 	// HelpKey and HelpDesc render the key legend.
@@ -97,6 +104,8 @@ func New(t term.Tier) *Styles {
 	s.Value = base
 	s.Muted = base
 	s.Hint = base
+	s.Selected = base.Bold(true)
+	s.Match = base.Reverse(true)
 	s.HelpKey = base.Bold(true)
 	s.HelpDesc = base
 	s.Badge = map[Level]lipgloss.Style{
@@ -108,6 +117,8 @@ func New(t term.Tier) *Styles {
 		s.Section = s.Section.Foreground(p.accent)
 		s.Muted = s.Muted.Foreground(p.muted)
 		s.Hint = s.Hint.Foreground(p.warn)
+		s.Selected = s.Selected.Foreground(p.accent)
+		s.Match = s.Match.Foreground(p.warn)
 		s.HelpKey = s.HelpKey.Foreground(p.accent)
 		s.HelpDesc = s.HelpDesc.Foreground(p.muted)
 		s.Badge[OK] = s.Badge[OK].Foreground(p.ok)

@@ -43,3 +43,15 @@ func TestLinuxBorderInVGAFont(t *testing.T) {
 		}
 	}
 }
+
+func TestSelectedAndMatchShowWithoutColour(t *testing.T) {
+	for _, tier := range []term.Tier{term.Rich, term.Linux, term.Plain} {
+		s := New(tier)
+		if !s.Selected.GetBold() {
+			t.Errorf("%v: Selected is not bold", tier)
+		}
+		if !s.Match.GetReverse() {
+			t.Errorf("%v: Match is not reverse video", tier)
+		}
+	}
+}

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -132,7 +130,7 @@ func (a action) done() string {
 
 // cli is the `virt` command that does the same.
 func (a action) cli(name string) string {
-	n := shellQuote(name)
+	n := common.ShellQuote(name)
 	switch a {
 	case actStart:
 		return "virt vm start " + n
@@ -158,17 +156,6 @@ func (a action) timeout() time.Duration {
 		return stopGrace + stopMargin
 	}
 	return actionTimeout
-}
-
-// shellQuote quotes s for the CLI line when it holds anything beyond the
-// characters VM names use.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r < utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r) || strings.ContainsRune("-_.:@/", r)))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // Messages of the screen's own commands.
@@ -205,13 +192,13 @@ func DefaultKeyMap() KeyMap {
 		PageDown:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
 		Home:      key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "first")),
 		End:       key.NewBinding(key.WithKeys("end"), key.WithHelp("end", "last")),
-		Menu:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "actions")),
+		Menu:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "menu")),
 		Start:     key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "start")),
 		Stop:      key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "stop")),
 		ForceStop: key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "force stop")),
 		Reboot:    key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "reboot")),
 		Delete:    key.NewBinding(key.WithKeys("delete", "D"), key.WithHelp("Del/D", "delete")),
-		Console:   key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "console (^] detach)")),
+		Console:   key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "console")),
 	}
 }
 
@@ -223,7 +210,6 @@ type menuState struct {
 type confirmState struct {
 	act action
 	e   vm.Entry
-	yes bool // focus on the confirming button; false (cancel) by default
 }
 
 // Model is the virtual machines screen.
@@ -278,18 +264,34 @@ func (m *Model) Title() string { return "Virtual machines" }
 // Capturing reports that the menu or the confirmation dialog takes every key.
 func (m *Model) Capturing() bool { return m.menu != nil || m.confirm != nil }
 
-// ShortHelp is the screen's part of the key legend.
+// ShortHelp is the screen's part of the key legend: the list's keys, or
+// those of the open menu or dialog. It fits one 76-column line.
 func (m *Model) ShortHelp() []key.Binding {
 	k := m.keys
+	switch {
+	case m.confirm != nil:
+		return common.ConfirmHelp("delete")
+	case m.menu != nil:
+		return []key.Binding{k.Up, k.Down, menuChoose, menuLetters, menuClose}
+	}
 	return []key.Binding{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console}
 }
+
+// The menu's keys, for the legend and the help.
+var (
+	menuChoose  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "choose"))
+	menuLetters = key.NewBinding(key.WithKeys("s", "t", "f", "b", "D", "x", "c"), key.WithHelp("s/t/f/b/D/c", "pick"))
+	menuClose   = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))
+	detach      = key.NewBinding(key.WithKeys("ctrl+]"), key.WithHelp("^]", "leave the console (the VM keeps running)"))
+)
 
 // FullHelp is the screen's help.
 func (m *Model) FullHelp() [][]key.Binding {
 	k := m.keys
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
-		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console},
+		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console, detach},
+		{menuChoose, menuLetters, menuClose},
 	}
 }
 
@@ -553,22 +555,13 @@ func (m *Model) pick(a action) tea.Cmd {
 	return m.requestFor(a, e)
 }
 
+// confirmKey answers the dialog as every confirmation does: y confirms,
+// any other key cancels.
 func (m *Model) confirmKey(msg tea.KeyPressMsg) tea.Cmd {
-	c := m.confirm
-	switch msg.String() {
-	case "y", "Y":
+	if common.Confirmed(msg) {
 		return m.confirmed()
-	case "n", "N", "esc":
-	case "enter":
-		if c.yes {
-			return m.confirmed()
-		}
-	case "tab", "shift+tab", "left", "right":
-		c.yes = !c.yes
-		return nil
-	default:
-		return nil
 	}
+	c := m.confirm
 	m.confirm = nil
 	m.info(c.e.Name + ": delete cancelled")
 	return nil
@@ -627,7 +620,7 @@ func (m *Model) requestFor(a action, e vm.Entry) tea.Cmd {
 	case actDelete:
 		if running(e) {
 			// the core refuses it too; `virt vm delete --force` is the CLI's way
-			m.warn(fmt.Sprintf("%s is running: stop it first (or: virt vm delete --force %s)", e.Name, shellQuote(e.Name)))
+			m.warn(fmt.Sprintf("%s is running: stop it first (or: virt vm delete --force %s)", e.Name, common.ShellQuote(e.Name)))
 			return nil
 		}
 		m.confirm = &confirmState{act: a, e: e}
@@ -701,24 +694,9 @@ func (m *Model) info(s string) { m.msg = m.c.Styles.Badgef(styles.Info) + " " + 
 func (m *Model) warn(s string) { m.msg = m.c.Styles.Badgef(styles.Warning) + " " + m.clean(s) }
 func (m *Model) fail(s string) { m.msg = m.c.Styles.Badgef(styles.Failure) + " " + m.clean(s) }
 
-// clean makes host text safe to draw: no control characters or escape
-// sequences (an EXTERNAL guest's name comes from any process's argv), and
-// ASCII only in the plain tier.
-func (m *Model) clean(s string) string {
-	plain := m.c.Tier == term.Plain
-	s = ansi.Strip(s)
-	return strings.Map(func(r rune) rune {
-		switch {
-		case r == '\n' || r == '\t':
-			return ' '
-		case r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0):
-			return -1
-		case r == utf8.RuneError || (plain && r > 0x7e):
-			return '?'
-		}
-		return r
-	}, s)
-}
+// clean makes host text safe to draw (an EXTERNAL guest's name comes
+// from any process's argv): common.Clean, ASCII only in the plain tier.
+func (m *Model) clean(s string) string { return common.Clean(s, m.c.Tier == term.Plain) }
 
 // View draws the content area.
 func (m *Model) View() tea.View { return tea.NewView(m.Render()) }
@@ -812,7 +790,7 @@ func (m *Model) tableLines() []string {
 		}
 		name := e.Name
 		if i == m.cursor {
-			lines = append(lines, s.Title.Render("> "+row(name, e.Class, phase, accel, pid, cpus, mem, e.UID)))
+			lines = append(lines, s.Selected.Render("> "+row(name, e.Class, phase, accel, pid, cpus, mem, e.UID)))
 			continue
 		}
 		// style the cells after padding so the columns stay aligned
@@ -898,7 +876,7 @@ func (m *Model) menuBox() []string {
 	for i, it := range menuItems {
 		l := fmt.Sprintf("%-3s %s", it.letter, it.label)
 		if i == m.menu.idx {
-			lines = append(lines, s.Title.Render("> "+l))
+			lines = append(lines, s.Selected.Render("> "+l))
 		} else {
 			lines = append(lines, "  "+l)
 		}
@@ -908,24 +886,14 @@ func (m *Model) menuBox() []string {
 
 func (m *Model) confirmBox() []string {
 	s := m.c.Styles
-	c := m.confirm
-	no, yes := "[ No ]", "[ Yes, delete ]"
-	if c.yes {
-		yes = s.Title.Render(">" + yes + "<")
-		no = " " + no + " "
-	} else {
-		no = s.Title.Render(">" + no + "<")
-		yes = " " + yes + " "
-	}
+	name := m.clean(m.confirm.e.Name)
 	return m.box([]string{
-		s.Badgef(styles.Warning) + " " + s.Section.Render("Delete VM "+m.clean(c.e.Name)+"?"),
+		s.Badgef(styles.Warning) + " " + s.Section.Render("Delete VM "+name+"?"),
 		"",
 		"Its spec, disks, seed ISO and logs are removed.",
 		"This cannot be undone.",
 		"",
-		"   " + no + "   " + yes,
-		"",
-		s.Muted.Render("y delete  n/esc cancel  tab switch"),
+		common.ConfirmPrompt(s, "delete "+name),
 	})
 }
 

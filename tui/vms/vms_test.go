@@ -214,7 +214,7 @@ func TestGolden(t *testing.T) {
 		{"menu", func() *fakeManager { return &fakeManager{entries: fakeEntries()} }, []string{"enter"},
 			[]string{"Stop (ACPI", "Ctrl-] detaches", "esc close"}},
 		{"confirm", func() *fakeManager { return &fakeManager{entries: fakeEntries()} }, []string{"j", "D"},
-			[]string{"Delete VM web-02?", "[ No ]", "cannot be undone"}},
+			[]string{"Delete VM web-02?", "any other key cancels", "cannot be undone"}},
 		{"empty", func() *fakeManager { return &fakeManager{} }, nil, []string{"No VMs on this host yet."}},
 		{"scrolled50", many, []string{"pgdown", "pgdown", "j", "j"}, []string{"> guest-31", "31/50"}},
 	}
@@ -289,7 +289,7 @@ func TestActions(t *testing.T) {
 		{"menu reboot", []string{"enter", "b"}, call{op: "reboot", ref: uid(1)}, "virt vm stop web-01", "web-01 reset"},
 		{"missing VM can start", []string{"j", "j", "j", "a"}, call{op: "start", ref: uid(4)}, "virt vm start ghost", "ghost started"},
 		{"delete stopped confirmed with y", []string{"j", "D", "y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
-		{"delete key and tab enter", []string{"j", "delete", "tab", "enter"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
+		{"delete key and capital Y", []string{"j", "delete", "Y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
 		{"delete from menu with x", []string{"j", "enter", "x", "y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
 	}
 	for _, tt := range tests {
@@ -315,25 +315,29 @@ func TestActions(t *testing.T) {
 	}
 }
 
+// TestDeleteCancelled: y confirms, any other key cancels, as in every
+// confirmation dialog; the key that cancels does nothing else.
 func TestDeleteCancelled(t *testing.T) {
-	for _, ks := range [][]string{{"enter"}, {"n"}, {"esc"}, {"tab", "tab", "enter"}} {
-		t.Run(strings.Join(ks, ","), func(t *testing.T) {
+	for _, k := range []string{"enter", "n", "esc", "tab", "q", "s", "j", "D"} {
+		t.Run(k, func(t *testing.T) {
 			f := &fakeManager{entries: fakeEntries()}
 			m := loaded(t, term.Plain, f, writer())
 			keysTo(t, m, "j", "D")
 			if !m.Capturing() {
 				t.Fatal("Capturing() = false with the dialog open")
 			}
-			if !strings.Contains(screen(m), "Delete VM web-02?") {
-				t.Fatalf("no dialog naming the VM:\n%s", screen(m))
+			if got := screen(m); !strings.Contains(got, "Delete VM web-02?") || !strings.Contains(got, "Press y to delete web-02; any other key cancels.") {
+				t.Fatalf("no dialog naming the VM and the keys:\n%s", got)
 			}
-			keysTo(t, m, "q", "s") // ignored by the dialog: no navigation, no action
-			keysTo(t, m, ks...)
+			keysTo(t, m, k)
 			if got := f.actions(); len(got) != 0 {
 				t.Errorf("calls = %+v; want none", got)
 			}
 			if m.Capturing() || !strings.Contains(screen(m), "delete cancelled") {
 				t.Errorf("dialog still open or no cancel message:\n%s", screen(m))
+			}
+			if e, _ := m.selected(); e.Name != "web-02" {
+				t.Errorf("the cancelling key also moved the cursor to %q", e.Name)
 			}
 		})
 	}
@@ -481,7 +485,7 @@ func TestCLI(t *testing.T) {
 	if got := empty.CLI(); got != "virt vm list" {
 		t.Errorf("empty list: CLI() = %q; want virt vm list", got)
 	}
-	if got := shellQuote("it's"); got != `'it'\''s'` {
+	if got := common.ShellQuote("it's"); got != `'it'\''s'` {
 		t.Errorf("shellQuote = %q", got)
 	}
 }
@@ -508,14 +512,18 @@ func TestKeypressDuringSlowCall(t *testing.T) {
 	if reload != nil {
 		go reload()
 	}
+	var slowest time.Duration
 	for _, k := range []string{"j", "k", "pgdown", "home", "end", "home", "j", "a", "enter", "esc", "down"} {
 		start := time.Now()
 		m.Update(press(k))
 		_ = m.View()
-		if d := time.Since(start); d > 50*time.Millisecond {
+		d := time.Since(start)
+		if d > 50*time.Millisecond {
 			t.Errorf("key %q took %v while Start was in flight; want under 50ms", k, d)
 		}
+		slowest = max(slowest, d)
 	}
+	t.Logf("slowest key (Update + View) while a 2 s Start and List were in flight: %v (limit 50ms)", slowest)
 	if !strings.Contains(screen(m), "web-02 is busy (starting)") {
 		t.Errorf("second start on the same VM not refused:\n%s", screen(m))
 	}
@@ -641,10 +649,13 @@ func (u untilLoaded) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 // TestKeysAvoidReserved: no binding of the list uses a letter the global
-// key map takes.
+// key map takes. (The menu's letters are read only while it captures.)
 func TestKeysAvoidReserved(t *testing.T) {
 	m := newModel(t, term.Rich, &fakeManager{}, writer())
-	for _, col := range m.FullHelp() {
+	if m.Capturing() {
+		t.Fatal("the list captures keys")
+	}
+	for _, col := range append(m.FullHelp()[:2], m.ShortHelp()) {
 		for _, b := range col {
 			for _, k := range b.Keys() {
 				if len(k) == 1 && strings.Contains(keys.Reserved, k) {
