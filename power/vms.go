@@ -34,10 +34,10 @@ func Warning(running []vm.Entry, max int) string {
 		}
 		names = append(names, e.Name)
 	}
-	verb := "VMs are"
+	verb, pron := "VMs are", "they"
 	if len(running) == 1 {
-		verb = "VM is"
+		verb, pron = "VM is", "it"
 	}
-	return fmt.Sprintf("%d %s running (%s); they will be stopped hard when the host goes down (virtcon does not stop them for you)",
-		len(running), verb, strings.Join(names, ", "))
+	return fmt.Sprintf("%d %s running (%s); %s will be stopped hard when the host goes down (virtcon does not stop them for you)",
+		len(running), verb, strings.Join(names, ", "), pron)
 }

@@ -24,7 +24,7 @@ func TestRunningAndWarning(t *testing.T) {
 		want string
 	}{
 		{nil, 5, ""},
-		{run[:1], 5, "1 VM is running (web-01); they will be stopped hard when the host goes down (virtcon does not stop them for you)"},
+		{run[:1], 5, "1 VM is running (web-01); it will be stopped hard when the host goes down (virtcon does not stop them for you)"},
 		{run, 5, "3 VMs are running (web-01, db-01, legacy); they will be stopped hard when the host goes down (virtcon does not stop them for you)"},
 		{run, 2, "3 VMs are running (web-01, db-01, and 1 more); they will be stopped hard when the host goes down (virtcon does not stop them for you)"},
 	}

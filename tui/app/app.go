@@ -541,7 +541,8 @@ func (m *Model) Render() string {
 		// locked: the message line says so; the status stays whole
 		content = m.status.Content(cw, ch)
 	}
-	rows := []string{m.header(cw), m.tabs(cw)}
+	// rows keep one space inside each side of the frame
+	rows := []string{m.header(w - 4), m.tabs(w - 4)}
 	rows = append(rows, strings.Split(content, "\n")...)
 	rows = append(rows, m.messageLine(), m.cliLine(), m.screenLegend(), m.globalLegend())
 	for i, r := range rows {
@@ -594,10 +595,10 @@ func (m *Model) header(w int) string {
 		who = se.User + "@" + orDash(m.opts.TTY) + " " + mode
 	}
 	right := m.hostname() + "  " + who + "  " + m.c.Now().Format("15:04:05")
-	gap := w - lipgloss.Width(left) - lipgloss.Width(right) - 1
+	gap := w - lipgloss.Width(left) - lipgloss.Width(right)
 	if gap < 1 {
 		right = who + "  " + m.c.Now().Format("15:04:05")
-		gap = max(w-lipgloss.Width(left)-lipgloss.Width(right)-1, 1)
+		gap = max(w-lipgloss.Width(left)-lipgloss.Width(right), 1)
 	}
 	return left + strings.Repeat(" ", gap) + right
 }
@@ -614,7 +615,7 @@ func orDash(s string) string {
 func (m *Model) tabs(w int) string {
 	s := m.c.Styles
 	if m.mode != modePages {
-		return s.Muted.Render(strings.Repeat(sepRune(s), max(w-1, 1)))
+		return s.Muted.Render(strings.Repeat(sepRune(s), max(w, 1)))
 	}
 	items := []string{tabItem(s, m.c.Keys.Status.Help().Key, "Status", m.page == -1)}
 	for i, p := range m.pages {
@@ -734,7 +735,6 @@ func (m *Model) globalLegend() string {
 
 func (m *Model) helpLines() []string {
 	s := m.c.Styles
-	lines := []string{s.Title.Render("Keys")}
 	k := m.c.Keys
 	global := []key.Binding{k.Help, k.Login, k.Status}
 	for _, p := range m.pages {
@@ -745,21 +745,23 @@ func (m *Model) helpLines() []string {
 		global = append(global, k.Quit)
 	}
 	global = append(global, k.Redraw)
-	lines = append(lines, twoColumns(global)...)
 	cur := m.current()
 	if cur == nil {
+		lines := append([]string{s.Title.Render("Keys")}, twoColumns(global)...)
 		return append(lines, "",
 			"Every function key has a letter: use the letter when F-keys do not",
 			"arrive (serial line, IPMI SOL, browser consoles). Letters act as keys",
 			"only while no text field is focused; F-keys always do.")
 	}
-	lines = append(lines, s.Muted.Render("Letters work when F-keys do not arrive; F-keys work even in text fields."),
-		"", s.Section.Render(cur.Title()))
+	// on a page its own keys come first; the global ones follow as far
+	// as they fit (the tab line and the legend show them anyway)
 	var own []key.Binding
 	for _, col := range cur.FullHelp() {
 		own = append(own, col...)
 	}
-	return append(lines, twoColumns(own)...)
+	lines := append([]string{s.Title.Render(cur.Title() + " keys")}, twoColumns(own)...)
+	lines = append(lines, "", s.Section.Render("Global keys")+" "+s.Muted.Render("(letters work when F-keys do not arrive)"))
+	return append(lines, twoColumns(global)...)
 }
 
 // twoColumns lays bindings out in two columns, the key column as wide as

@@ -420,7 +420,7 @@ func tour() []capture {
 		{"11-diagnostics", keys("d", "enter"), []string{"[d Diag]", "SUPPORT BUNDLE", "virtcon-diagnostics-20260314T092653Z.tar.gz", "CLI: cd /var/lib/virtcon/diagnostics && virt diagnostics"}},
 		{"12-power", keys("p"), []string{"[p Power]", "Reboot", "Power off", "3 VMs are running", "CLI: virt host reboot"}},
 		{"13-power-confirm", keys("b"), []string{"Reboot the host?", "web-01", "db-01", "Press y to reboot now; any other key cancels."}},
-		{"14-help", keys("esc", "h"), []string{"Keys", "F4/v", "Power"}},
+		{"14-help", keys("esc", "h"), []string{"Power keys", "Global keys", "F4/v", "reboot host"}},
 		{"15-locked", keys("esc", "l"), []string{"Console locked", "alice", "F2/l", "not logged in"}},
 	}
 }

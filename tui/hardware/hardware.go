@@ -367,6 +367,17 @@ func optU(p *uint64, f func(uint64) string) string {
 	return f(*p)
 }
 
+// count is "1 socket", "2 sockets" or "? sockets" (unknown).
+func count(p *int, unit string) string {
+	switch {
+	case p == nil:
+		return "? " + unit + "s"
+	case *p == 1:
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", *p, unit)
+}
+
 func optI(p *int) string {
 	if p == nil {
 		return "?"
@@ -399,7 +410,7 @@ func (m *Model) summary() []string {
 		cpu += " (" + inv.CPU.Vendor + ")"
 	}
 	lines = append(lines, m.kv("CPU", cpu),
-		m.kv("", fmt.Sprintf("%s sockets, %s cores, %s threads", optI(inv.CPU.Sockets), optI(inv.CPU.Cores), optI(inv.CPU.Threads))))
+		m.kv("", strings.Join([]string{count(inv.CPU.Sockets, "socket"), count(inv.CPU.Cores, "core"), count(inv.CPU.Threads, "thread")}, ", ")))
 	vf := strings.Join(inv.CPU.VirtFlags, " ")
 	if vf == "" {
 		vf = "none"
@@ -412,7 +423,7 @@ func (m *Model) summary() []string {
 	if inv.NUMA.Nodes == nil {
 		lines = append(lines, m.kv("NUMA", "unknown"))
 	} else {
-		lines = append(lines, m.kv("NUMA", fmt.Sprintf("%d nodes", len(inv.NUMA.Nodes))))
+		lines = append(lines, m.kv("NUMA", count(&[]int{len(inv.NUMA.Nodes)}[0], "node")))
 	}
 	for _, n := range inv.NUMA.Nodes {
 		lines = append(lines, m.kv(fmt.Sprintf("  node %d", n.ID),
