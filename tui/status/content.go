@@ -2,6 +2,7 @@ package status
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/virtcon/virtcon/tui/common"
 )
@@ -19,8 +20,25 @@ func (m *Model) Content(w, h int) string {
 		}
 		lines = slices.Delete(lines, i, i+1)
 	}
+	// then the hint's continuation lines, from the last, so VMS and
+	// NETWORK stay on screen; the cut is marked
+	for len(lines) > h {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, hang) })
+		j := i
+		for j >= 0 && j+1 < len(lines) && strings.HasPrefix(lines[j+1], hang) {
+			j++
+		}
+		if j <= 0 {
+			break
+		}
+		lines = slices.Delete(lines, j, j+1)
+		lines[j-1] += m.c.Styles.Hint.Render(" " + m.c.Styles.Ellipsis)
+	}
 	return common.Fit(lines, w, h, m.c.Styles.Ellipsis)
 }
+
+// hang indents a wrapped hint's continuation lines.
+const hang = "               "
 
 // Hostname is the host's name once the inventory has loaded, else "".
 func (m *Model) Hostname() string {

@@ -422,9 +422,20 @@ func (m *Model) managementLines() []string {
 		return []string{head, "  " + s.Badgef(styles.Warning) + " no address: the host cannot be reached over the network"}
 	}
 	lines := []string{head}
-	for i, a := range m.addrs {
-		if i == maxAddrs-1 && len(m.addrs) > maxAddrs {
-			lines = append(lines, fmt.Sprintf("  %s %d more addresses", s.Bullet, len(m.addrs)-i))
+	// link-local addresses reach nobody beyond the link: listed only when
+	// there is nothing else
+	addrs := make([]Addr, 0, len(m.addrs))
+	for _, a := range m.addrs {
+		if !a.Prefix.Addr().IsLinkLocalUnicast() {
+			addrs = append(addrs, a)
+		}
+	}
+	if len(addrs) == 0 {
+		addrs = m.addrs
+	}
+	for i, a := range addrs {
+		if i == maxAddrs-1 && len(addrs) > maxAddrs {
+			lines = append(lines, fmt.Sprintf("  %s %d more addresses", s.Bullet, len(addrs)-i))
 			break
 		}
 		url := ""
@@ -602,7 +613,7 @@ func (m *Model) healthLines(width int) []string {
 	lines = append(lines, "  "+s.Badgef(level(c.Status))+" "+m.clean(c.ID+": "+c.Detail))
 	if c.Hint != "" {
 		// under the badge's text; continuation lines under the hint's
-		const indent, hang = "         ", "               "
+		const indent = "         "
 		wrapped := strings.Split(ansi.Wrap("hint: "+m.clean(c.Hint), max(width-len(indent), 20), "/-"), "\n")
 		for i, l := range wrapped {
 			pad := indent

@@ -455,3 +455,49 @@ func TestContent(t *testing.T) {
 		t.Error("Hostname before the load is not empty")
 	}
 }
+
+// TestContentOverfull: three addresses (one link-local), a hint that wraps
+// to three lines: VMS and NETWORK stay on screen at 76x16, the link-local
+// address gives way to the routable ones, and the cut hint is marked.
+func TestContentOverfull(t *testing.T) {
+	src := fakeSources()
+	src.Addresses = func() ([]Addr, error) {
+		return []Addr{
+			{"eth0", netip.MustParsePrefix("192.0.2.2/24")},
+			{"eth0", netip.MustParsePrefix("fd00::2/64")},
+			{"eth0", netip.MustParsePrefix("fe80::fc:ff:fe00:1/64")},
+		}, nil
+	}
+	host := src.Host
+	src.Host = func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
+		inv, rep, err := host(ctx)
+		r := *rep
+		r.Checks = append([]hostinfo.Check{{ID: "cpu.virt-flags", Status: hostinfo.Fail,
+			Detail: "no vmx or svm flag: the CPU offers no hardware virtualisation",
+			Hint:   "this machine is itself a VM: enable nested virtualisation on the outer host; until then guests run under TCG (software emulation)"}},
+			r.Checks...)
+		return inv, &r, err
+	}
+	m := newModel(term.Plain, src)
+	for _, cmd := range []tea.Cmd{m.loadHost(), m.loadVMs(), m.loadNet()} {
+		m.Update(cmd())
+	}
+	text := ansi.Strip(m.Content(76, 16))
+	cut := false
+	for _, l := range strings.Split(text, "\n") {
+		if l = strings.TrimRight(l, " "); strings.HasPrefix(strings.TrimLeft(l, " "), "hint:") || strings.HasPrefix(l, hang) {
+			cut = cut || strings.HasSuffix(l, " ~")
+		}
+	}
+	if !cut {
+		t.Errorf("the shortened hint is not marked with ' ~':\n%s", text)
+	}
+	for _, want := range []string{"192.0.2.2/24", "fd00::2/64", "hint: this machine", "VMS", "NETWORK"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("content lacks %q:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "fe80::") {
+		t.Errorf("link-local address listed next to routable ones:\n%s", text)
+	}
+}
