@@ -69,6 +69,10 @@ bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm star
 docs: build ## regenerate docs/cli-reference.md
 	bin/virt gen-docs docs/cli-reference.md
 
+.PHONY: screenshots
+screenshots: build guest ## render docs/img/dcui-*.png from the DCUI in tmux (root; temporary user, PAM service and VMs)
+	scripts/dcui-screenshots.sh
+
 clean: ## remove build outputs
 	rm -rf bin build
 
