@@ -378,13 +378,6 @@ func count(p *int, unit string) string {
 	return fmt.Sprintf("%d %ss", *p, unit)
 }
 
-func optI(p *int) string {
-	if p == nil {
-		return "?"
-	}
-	return fmt.Sprint(*p)
-}
-
 func gib(b uint64) string { return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30)) }
 
 func num(v uint64) string { return fmt.Sprint(v) }
