@@ -83,6 +83,14 @@ func ttyName() string {
 	return strings.TrimPrefix(p, "/dev/")
 }
 
+// newProgram is the Bubble Tea program of a tier: at most 4 redraws a
+// second on a serial line. Bubble Tea's own panic handling stays on: a
+// panic in Update, View or a command restores the terminal before Run
+// returns ErrProgramPanic.
+func newProgram(m tea.Model, tier term.Tier, opts ...tea.ProgramOption) *tea.Program {
+	return tea.NewProgram(m, append([]tea.ProgramOption{tea.WithFPS(tier.MaxFPS())}, opts...)...)
+}
+
 // Main runs the DCUI. Exit codes: 0 quit, 1 error, 2 bad flags.
 func Main() (code int) {
 	f, err := parseFlags(os.Args[1:], os.Stderr)
@@ -179,7 +187,7 @@ func Main() (code int) {
 	}
 	log.Info("dcui start", "version", bi.Version, "tier", tier.String(), "tty", tty, "term", os.Getenv("TERM"), "pid", os.Getpid())
 
-	p := tea.NewProgram(m, tea.WithFPS(tier.MaxFPS()))
+	p := newProgram(m, tier)
 	// a hung-up line (serial cable, closed SSH) ends the program cleanly;
 	// SIGINT/SIGTERM are Bubble Tea's own
 	hup := make(chan os.Signal, 1)
