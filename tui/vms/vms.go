@@ -682,11 +682,12 @@ func consoleCommand(virt, root string, e vm.Entry) *exec.Cmd {
 	if root != "" && root != "/" {
 		args = append(args, "--root", root)
 	}
-	ref := e.Name
-	if ref == "" || ref == "-" {
-		ref = e.UID
+	// the UUID is the VM's identity: a name is only a label
+	ref := e.UID
+	if ref == "" {
+		ref = e.Name
 	}
-	return exec.Command(virt, append(args, "vm", "console", ref)...)
+	return exec.Command(virt, append(args, "vm", "console", "--", ref)...)
 }
 
 func (m *Model) ok(s string)   { m.msg = m.c.Styles.Badgef(styles.OK) + " " + m.clean(s) }

@@ -446,10 +446,11 @@ func TestConsoleArgs(t *testing.T) {
 		e    vm.Entry
 		want string
 	}{
-		{"/", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt vm console web-01"},
-		{"", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt vm console web-01"},
-		{"/tmp/r", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt --root /tmp/r vm console web-01"},
-		{"/", vm.Entry{Name: "-", UID: uid(2)}, "/opt/virt vm console " + uid(2)},
+		{"/", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt vm console -- " + uid(1)},
+		{"", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt vm console -- " + uid(1)},
+		{"/tmp/r", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt --root /tmp/r vm console -- " + uid(1)},
+		{"/", vm.Entry{Name: "-x", UID: uid(2)}, "/opt/virt vm console -- " + uid(2)},
+		{"/", vm.Entry{Name: "legacy"}, "/opt/virt vm console -- legacy"},
 	}
 	for _, tt := range tests {
 		got := strings.Join(consoleCommand("/opt/virt", tt.root, tt.e).Args, " ")
