@@ -404,9 +404,13 @@ func newVMConsoleCmd(env *Env) *cobra.Command {
 				}
 				defer term.Restore(int(f.Fd()), old)
 			}
-			fmt.Fprintf(env.IO.ErrOut, "Connected to %s's serial console. Detach with Ctrl-]\r\n", args[0])
+			name := args[0]
+			if e, err := env.vms().Peek(args[0]); err == nil && e.Name != "" {
+				name = e.Name // called by UUID (the DCUI does): say which VM
+			}
+			fmt.Fprintf(env.IO.ErrOut, "Connected to %s's serial console. Detach with Ctrl-]\r\n", name)
 			err := env.vms().Console(cmd.Context(), args[0], in, env.IO.Out)
-			fmt.Fprintf(env.IO.ErrOut, "\r\nDetached from %s (the VM keeps running).\r\n", args[0])
+			fmt.Fprintf(env.IO.ErrOut, "\r\nDetached from %s (the VM keeps running).\r\n", name)
 			return err
 		},
 	}
