@@ -376,3 +376,77 @@ func TestIntegrationDCUIConsoleModeAndSignals(t *testing.T) {
 		})
 	}
 }
+
+func linkIn(ns, name string) bool {
+	return exec.Command("ip", "-n", ns, "link", "show", name).Run() == nil
+}
+
+// TestIntegrationDCUINetworkTry changes the host network from the Network
+// screen, in a namespace of its own: a new bridge is reviewed, applied on
+// trial, kept; a second one is applied and rolled back from the dialog.
+func TestIntegrationDCUINetworkTry(t *testing.T) {
+	r := newDCUIRig(t)
+	ns := netns(t)
+	tt := startTerm(t, "xterm-256color", append([]string{"ip", "netns", "exec", ns}, r.argv()...)...)
+	tt.waitFor(10*time.Second, "F2/l")
+	tt.login(r.admin, r.password)
+	tt.waitFor(15*time.Second, "[RW]")
+	tt.keys(true, "n")
+	tt.waitFor(10*time.Second, "MANAGEMENT", "BRIDGES")
+
+	addBridge := func(name string) {
+		t.Helper()
+		tt.keys(true, "a")
+		tt.waitFor(5*time.Second, "Ports")
+		tt.keys(true, name)
+		tt.keys(false, "C-s") // review
+		tt.waitFor(10*time.Second, name, "apply it on trial")
+		tt.keys(true, "y")
+		tt.waitFor(20*time.Second, "Keep these network settings?")
+		if !linkIn(ns, name) {
+			t.Fatalf("bridge %s not created during the trial", name)
+		}
+	}
+
+	addBridge("brdcui0")
+	tt.keys(true, "k")
+	tt.waitFor(10*time.Second, "kept")
+	desired, err := os.ReadFile(filepath.Join(r.root, "etc/virtcon/network.yaml"))
+	if err != nil || !strings.Contains(string(desired), "brdcui0") {
+		t.Fatalf("network.yaml after keep: %v\n%s", err, desired)
+	}
+	if fileExists(filepath.Join(r.root, "etc/virtcon/network.yaml.pending")) {
+		t.Errorf("network.yaml.pending left after keep")
+	}
+
+	addBridge("brdcui1")
+	tt.keys(true, "b")
+	tt.waitFor(15*time.Second, "rolled back")
+	if linkIn(ns, "brdcui1") {
+		t.Errorf("bridge brdcui1 still there after the rollback")
+	}
+	if !linkIn(ns, "brdcui0") {
+		t.Errorf("the kept bridge brdcui0 is gone after rolling back the second change")
+	}
+	if desired, _ := os.ReadFile(filepath.Join(r.root, "etc/virtcon/network.yaml")); strings.Contains(string(desired), "brdcui1") {
+		t.Errorf("network.yaml names the rolled-back bridge:\n%s", desired)
+	}
+
+	// the Diagnostics screen writes the bundle and names it
+	tt.keys(true, "d")
+	tt.waitFor(5*time.Second, "Diagnostics")
+	tt.keys(false, "Enter")
+	tt.waitFor(60*time.Second, ".tar.gz")
+	bundles, _ := filepath.Glob(filepath.Join(r.root, "var/lib/virtcon/diagnostics", "*.tar.gz"))
+	if len(bundles) != 1 {
+		t.Fatalf("diagnostics bundles: %v; want one", bundles)
+	}
+	if st, err := os.Stat(bundles[0]); err != nil {
+		t.Error(err)
+	} else if st.Mode().Perm() != 0o600 || st.Size() == 0 {
+		t.Errorf("bundle %s: mode %v, %d bytes; want a non-empty 0600 file", bundles[0], st.Mode(), st.Size())
+	}
+	if out, err := exec.Command("tar", "-tzf", bundles[0]).Output(); err != nil || !strings.Contains(string(out), "checks.json") {
+		t.Errorf("bundle %s lists %q (%v); want checks.json among its parts", bundles[0], out, err)
+	}
+}
