@@ -304,6 +304,24 @@ func TestIntegrationDCUIStartVM(t *testing.T) {
 	if e := entry(t, r.root, name); e.Phase != vm.PhaseRunning {
 		t.Errorf("VM %s is %s after the console closed; want Running", name, e.Phase)
 	}
+
+	// its serial log on the Logs screen, searched
+	tt.keys(true, "g")
+	tt.waitFor(10*time.Second, "Logs")
+	for i := 0; ; i++ {
+		if strings.Contains(tt.capture(), "virt vm logs") {
+			break
+		}
+		if i == 10 {
+			t.Fatalf("no VM serial log among the files after 10 tabs:\n%s", tt.capture())
+		}
+		tt.keys(false, "Tab")
+		time.Sleep(200 * time.Millisecond)
+	}
+	tt.keys(true, "/")
+	tt.keys(true, "GUEST-READY")
+	tt.keys(false, "Enter")
+	tt.waitFor(10*time.Second, "match 1/1", "VIRTCON-GUEST-READY")
 }
 
 // TestIntegrationDCUIZeroSizePTY: a tty that reports 0x0 (serial lines
