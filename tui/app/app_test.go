@@ -11,13 +11,13 @@ import (
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
 
 	"github.com/virtcon/virtcon/auth"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 )
 
 var fixedNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
@@ -154,59 +154,25 @@ func (r *rig) drain(cmd tea.Cmd, depth int) {
 	}
 }
 
-func press(s string) tea.KeyPressMsg {
-	switch s {
-	case "enter":
-		return tea.KeyPressMsg{Code: tea.KeyEnter}
-	case "tab":
-		return tea.KeyPressMsg{Code: tea.KeyTab}
-	case "esc":
-		return tea.KeyPressMsg{Code: tea.KeyEscape}
-	case "f2":
-		return tea.KeyPressMsg{Code: tea.KeyF2}
-	case "f4":
-		return tea.KeyPressMsg{Code: tea.KeyF4}
-	case "f10":
-		return tea.KeyPressMsg{Code: tea.KeyF10}
-	case "ctrl+c":
-		return tea.KeyPressMsg{Code: 'c', Mod: tea.ModCtrl}
-	}
-	r := []rune(s)
-	return tea.KeyPressMsg{Code: r[0], Text: s}
-}
-
 func (r *rig) typeText(s string) {
-	for _, c := range s {
-		r.run(press(string(c)))
+	for _, k := range tuitest.Type(s) {
+		r.run(k)
 	}
 }
 
 func (r *rig) login(user, pass string) {
-	r.run(press("l"))
+	r.run(tuitest.Key("l"))
 	r.typeText(user)
-	r.run(press("tab"))
+	r.run(tuitest.Key("tab"))
 	r.typeText(pass)
-	r.run(press("enter"))
+	r.run(tuitest.Key("enter"))
 }
 
 func (r *rig) screen() string { return ansi.Strip(r.m.Render()) }
 
-func checkSize(t *testing.T, out string, w, h int) {
-	t.Helper()
-	lines := strings.Split(out, "\n")
-	if len(lines) != h {
-		t.Errorf("got %d lines; want %d", len(lines), h)
-	}
-	for i, l := range lines {
-		if got := lipgloss.Width(l); got != w {
-			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
-		}
-	}
-}
-
 func TestLoggedOutNavigationNeedsLogin(t *testing.T) {
 	r := newRig(t, term.Rich, Options{})
-	r.run(press("v"))
+	r.run(tuitest.Key("v"))
 	if got := r.screen(); !strings.Contains(got, "log in first (F2/l) to open Virtual machines") {
 		t.Errorf("screen lacks the log-in-first message:\n%s", got)
 	}
@@ -228,18 +194,18 @@ func TestLoginSuccessTakesWriterLock(t *testing.T) {
 	if got := r.screen(); !strings.Contains(got, "alice@tty1 [RW]") || !strings.Contains(got, "[F3/s Status]") {
 		t.Errorf("header/tabs wrong after login:\n%s", got)
 	}
-	r.run(press("v"))
+	r.run(tuitest.Key("v"))
 	if r.vms.activated != 1 {
 		t.Errorf("VMs activated %d times; want 1", r.vms.activated)
 	}
 	if got := r.screen(); !strings.Contains(got, "Virtual machines content") || !strings.Contains(got, "CLI: virt vm list") {
 		t.Errorf("VMs page not shown with its CLI line:\n%s", got)
 	}
-	r.run(press("a"))
+	r.run(tuitest.Key("a"))
 	if got := r.vms.keys; len(got) != 1 || got[0] != "a" {
 		t.Errorf("screen keys = %v; want [a]", got)
 	}
-	r.run(press("x"))
+	r.run(tuitest.Key("x"))
 	if r.m.Session().LoggedIn() || r.released != 1 {
 		t.Errorf("after logout: session %+v, released %d; want nobody, 1", *r.m.Session(), r.released)
 	}
@@ -305,7 +271,7 @@ func TestSecondConsoleIsReadOnly(t *testing.T) {
 func TestIdleLock(t *testing.T) {
 	r := newRig(t, term.Rich, Options{IdleTimeout: 5 * time.Minute})
 	r.login("alice", "s3cret")
-	r.run(press("v"))
+	r.run(tuitest.Key("v"))
 	r.idle.expired = true
 	r.run(appTickMsg{})
 	if r.m.Session().LoggedIn() {
@@ -324,7 +290,7 @@ func TestIdleLock(t *testing.T) {
 		t.Errorf("locked screen still shows the VMs page")
 	}
 	// unlocking offers the same user
-	r.run(press("l"))
+	r.run(tuitest.Key("l"))
 	if v := r.m.form.user.Value(); v != "alice" {
 		t.Errorf("unlock form user = %q; want alice", v)
 	}
@@ -335,9 +301,9 @@ func TestIdleLock(t *testing.T) {
 func TestIdleKeyAfterTimeoutLocks(t *testing.T) {
 	r := newRig(t, term.Rich, Options{})
 	r.login("alice", "s3cret")
-	r.run(press("v"))
+	r.run(tuitest.Key("v"))
 	r.idle.expired = true
-	r.run(press("a"))
+	r.run(tuitest.Key("a"))
 	if r.m.Session().LoggedIn() {
 		t.Fatal("a key after the idle timeout kept the session")
 	}
@@ -349,17 +315,17 @@ func TestIdleKeyAfterTimeoutLocks(t *testing.T) {
 func TestCapturingScreenGetsLetters(t *testing.T) {
 	r := newRig(t, term.Rich, Options{})
 	r.login("alice", "s3cret")
-	r.run(press("n"))
+	r.run(tuitest.Key("n"))
 	r.net.capturing = true
-	r.run(press("v")) // typed into the form, not navigation
-	r.run(press("q"))
+	r.run(tuitest.Key("v")) // typed into the form, not navigation
+	r.run(tuitest.Key("q"))
 	if got := strings.Join(r.net.keys, ","); got != "v,q" {
 		t.Errorf("capturing screen got keys %q; want v,q", got)
 	}
 	if r.m.page != 1 {
 		t.Errorf("page = %d; want 1 (network)", r.m.page)
 	}
-	r.run(press("f4")) // function keys stay global
+	r.run(tuitest.Key("f4")) // function keys stay global
 	if r.m.page != 0 {
 		t.Errorf("F4 while capturing: page = %d; want 0 (VMs)", r.m.page)
 	}
@@ -368,7 +334,7 @@ func TestCapturingScreenGetsLetters(t *testing.T) {
 func TestKioskDoesNotQuit(t *testing.T) {
 	for _, k := range []string{"q", "f10", "ctrl+c"} {
 		r := newRig(t, term.Linux, Options{Kiosk: true})
-		_, cmd := r.m.Update(press(k))
+		_, cmd := r.m.Update(tuitest.Key(k))
 		if cmd != nil {
 			if _, ok := cmd().(tea.QuitMsg); ok {
 				t.Errorf("%s quit the host console", k)
@@ -379,7 +345,7 @@ func TestKioskDoesNotQuit(t *testing.T) {
 		}
 	}
 	r := newRig(t, term.Rich, Options{})
-	_, cmd := r.m.Update(press("q"))
+	_, cmd := r.m.Update(tuitest.Key("q"))
 	if cmd == nil {
 		t.Fatal("q returned no command outside kiosk mode")
 	}
@@ -391,7 +357,7 @@ func TestKioskDoesNotQuit(t *testing.T) {
 func TestTickGoesToVisibleScreenOnly(t *testing.T) {
 	r := newRig(t, term.Rich, Options{})
 	r.login("alice", "s3cret")
-	r.run(press("v"))
+	r.run(tuitest.Key("v"))
 	r.run(appTickMsg{})
 	if r.vms.ticks != 1 || r.net.ticks != 0 {
 		t.Errorf("ticks vms=%d net=%d; want 1, 0", r.vms.ticks, r.net.ticks)
@@ -404,18 +370,18 @@ func TestScreensGetContentSize(t *testing.T) {
 		t.Errorf("content size %dx%d; want 76x16", r.vms.w, r.vms.h)
 	}
 	r.m.Update(tea.WindowSizeMsg{Width: 0, Height: 0})
-	checkSize(t, r.m.Render(), 80, 24)
+	tuitest.CheckSize(t, r.m.Render(), 80, 24)
 }
 
 func TestGolden(t *testing.T) {
 	steps := map[string]func(r *rig){
 		"status":   func(r *rig) {},
-		"login":    func(r *rig) { r.run(press("l")); r.typeText("alice") },
+		"login":    func(r *rig) { r.run(tuitest.Key("l")); r.typeText("alice") },
 		"badlogin": func(r *rig) { r.login("alice", "wrong") },
-		"pages":    func(r *rig) { r.login("alice", "s3cret"); r.run(press("v")) },
+		"pages":    func(r *rig) { r.login("alice", "s3cret"); r.run(tuitest.Key("v")) },
 		"readonly": func(r *rig) { r.holder = "alice on tty1 since 09:12"; r.login("alice", "s3cret") },
 		"locked":   func(r *rig) { r.login("alice", "s3cret"); r.idle.expired = true; r.run(appTickMsg{}) },
-		"help":     func(r *rig) { r.login("alice", "s3cret"); r.run(press("v")); r.run(press("h")) },
+		"help":     func(r *rig) { r.login("alice", "s3cret"); r.run(tuitest.Key("v")); r.run(tuitest.Key("h")) },
 	}
 	for name, step := range steps {
 		for _, tier := range []term.Tier{term.Rich, term.Plain} {
@@ -423,13 +389,9 @@ func TestGolden(t *testing.T) {
 				r := newRig(t, tier, Options{})
 				step(r)
 				out := r.m.Render()
-				checkSize(t, out, 80, 24)
+				tuitest.CheckSize(t, out, 80, 24)
 				if tier == term.Plain {
-					for i := 0; i < len(out); i++ {
-						if out[i] > 0x7E {
-							t.Fatalf("plain output has byte %#x at %d", out[i], i)
-						}
-					}
+					tuitest.RequireASCII(t, out)
 				}
 				golden.RequireEqual(t, []byte(out))
 			})

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/golden"
@@ -31,6 +30,7 @@ import (
 	tuipower "github.com/virtcon/virtcon/tui/power"
 	"github.com/virtcon/virtcon/tui/status"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 	"github.com/virtcon/virtcon/tui/vms"
 	"github.com/virtcon/virtcon/vm"
 )
@@ -346,52 +346,15 @@ func (r *rig) deliver(msg tea.Msg) {
 }
 
 func (r *rig) press(keys ...string) {
-	for _, k := range keys {
-		_, cmd := r.m.Update(keyPress(k))
+	for _, k := range tuitest.Keys(keys...) {
+		_, cmd := r.m.Update(k)
 		r.drain(cmd)
 	}
-}
-
-func keyPress(k string) tea.KeyPressMsg {
-	switch k {
-	case "enter":
-		return tea.KeyPressMsg{Code: tea.KeyEnter}
-	case "tab":
-		return tea.KeyPressMsg{Code: tea.KeyTab}
-	case "esc":
-		return tea.KeyPressMsg{Code: tea.KeyEscape}
-	case "down":
-		return tea.KeyPressMsg{Code: tea.KeyDown}
-	}
-	rs := []rune(k)
-	return tea.KeyPressMsg{Code: rs[0], Text: k}
 }
 
 func (r *rig) typeText(s string) {
 	for _, c := range s {
 		r.press(string(c))
-	}
-}
-
-func checkSize(t *testing.T, out string, w, h int) {
-	t.Helper()
-	lines := strings.Split(out, "\n")
-	if len(lines) != h {
-		t.Errorf("got %d lines; want %d", len(lines), h)
-	}
-	for i, l := range lines {
-		if got := lipgloss.Width(l); got != w {
-			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
-		}
-	}
-}
-
-func checkASCII(t *testing.T, name string, b []byte) {
-	t.Helper()
-	for i, c := range b {
-		if c > 0x7E {
-			t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, c, i, b[max(i-20, 0):min(i+20, len(b))])
-		}
 	}
 }
 
@@ -435,9 +398,9 @@ func TestScreens(t *testing.T) {
 				c.keys(r)
 				out := r.m.Render()
 				t.Run(c.name, func(t *testing.T) {
-					checkSize(t, out, 80, 24)
+					tuitest.CheckSize(t, out, 80, 24)
 					if tier == term.Plain {
-						checkASCII(t, c.name, []byte(out))
+						tuitest.RequireASCII(t, out)
 					}
 					text := ansi.Strip(out)
 					for _, w := range c.wants {
@@ -519,8 +482,8 @@ func TestProgramPlainASCII(t *testing.T) {
 		seen = append(seen, got...)
 	}
 	send := func(keys ...string) {
-		for _, k := range keys {
-			tm.Send(keyPress(k))
+		for _, k := range tuitest.Keys(keys...) {
+			tm.Send(k)
 		}
 	}
 	waitFor("192.168.10.5")
@@ -546,5 +509,5 @@ func TestProgramPlainASCII(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkASCII(t, "terminal output", append(seen, raw...))
+	tuitest.RequireASCII(t, string(append(seen, raw...)))
 }

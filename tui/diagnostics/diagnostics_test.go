@@ -15,7 +15,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
@@ -25,6 +24,7 @@ import (
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 )
 
 const width, height = 76, 17
@@ -63,32 +63,7 @@ func okSources(calls *atomic.Int32) Sources {
 	}}
 }
 
-func enter() tea.KeyPressMsg { return tea.KeyPressMsg{Code: tea.KeyEnter} }
-func keyB() tea.KeyPressMsg  { return tea.KeyPressMsg{Code: 'b', Text: "b"} }
-
 func view(m *Model) string { return m.View().Content }
-
-func checkSize(t *testing.T, out string, w, h int) {
-	t.Helper()
-	lines := strings.Split(out, "\n")
-	if len(lines) != h {
-		t.Errorf("got %d lines; want %d", len(lines), h)
-	}
-	for i, l := range lines {
-		if got := lipgloss.Width(l); got != w {
-			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
-		}
-	}
-}
-
-func checkASCII(t *testing.T, name string, b []byte) {
-	t.Helper()
-	for i, c := range b {
-		if c > 0x7E {
-			t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, c, i, b[max(i-20, 0):min(i+20, len(b))])
-		}
-	}
-}
 
 // states renders the screen idle, writing, written and failed.
 func states(t *testing.T, tier term.Tier) map[string]string {
@@ -96,7 +71,7 @@ func states(t *testing.T, tier term.Tier) map[string]string {
 	out := map[string]string{}
 	m, clk := newModel(tier, okSources(nil), true)
 	out["idle"] = view(m)
-	_, cmd := m.Update(enter())
+	_, cmd := m.Update(tuitest.Key("enter"))
 	clk.t = clk.t.Add(3 * time.Second)
 	out["writing"] = view(m)
 	m.Update(cmd())
@@ -105,7 +80,7 @@ func states(t *testing.T, tier term.Tier) map[string]string {
 	f, _ := newModel(tier, Sources{Dir: dir, Write: func(context.Context) (diag.Result, error) {
 		return diag.Result{}, errors.New("diagnostics: write " + dir + "/x.tar.gz: no space left on device")
 	}}, true)
-	_, cmd = f.Update(keyB())
+	_, cmd = f.Update(tuitest.Key("b"))
 	f.Update(cmd())
 	out["failed"] = view(f)
 	return out
@@ -115,7 +90,7 @@ func TestGolden(t *testing.T) {
 	for _, tier := range []term.Tier{term.Rich, term.Plain} {
 		for name, out := range states(t, tier) {
 			t.Run(tier.String()+"_"+name, func(t *testing.T) {
-				checkSize(t, out, width, height)
+				tuitest.CheckSize(t, out, width, height)
 				teatest.RequireEqualOutput(t, []byte(out))
 			})
 		}
@@ -124,11 +99,11 @@ func TestGolden(t *testing.T) {
 
 func TestPlainIsASCII(t *testing.T) {
 	for name, out := range states(t, term.Plain) {
-		checkASCII(t, name, []byte(out))
+		t.Run(name, func(t *testing.T) { tuitest.RequireASCII(t, out) })
 	}
 	m, _ := newModel(term.Plain, okSources(nil), true)
 	for _, b := range m.ShortHelp() {
-		checkASCII(t, "legend", []byte(b.Help().Key+b.Help().Desc))
+		tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
 	}
 }
 
@@ -138,7 +113,7 @@ func TestWriteShowsResult(t *testing.T) {
 	if got, want := m.CLI(), "cd "+dir+" && virt diagnostics"; got != want {
 		t.Errorf("CLI before a write = %q; want %q", got, want)
 	}
-	_, cmd := m.Update(enter())
+	_, cmd := m.Update(tuitest.Key("enter"))
 	if cmd == nil || !m.Running() {
 		t.Fatal("enter did not start a write")
 	}
@@ -146,7 +121,7 @@ func TestWriteShowsResult(t *testing.T) {
 		t.Error("no progress text while writing")
 	}
 	// a second press while running is ignored, with a message
-	if _, again := m.Update(keyB()); again != nil {
+	if _, again := m.Update(tuitest.Key("b")); again != nil {
 		t.Error("a second press started a second write")
 	}
 	if v := ansi.Strip(view(m)); !strings.Contains(v, "already being written") {
@@ -170,7 +145,7 @@ func TestWriteShowsResult(t *testing.T) {
 		t.Errorf("CLI after a write = %q; want %q", got, want)
 	}
 	// a new write is allowed once the first finished
-	if _, cmd := m.Update(keyB()); cmd == nil {
+	if _, cmd := m.Update(tuitest.Key("b")); cmd == nil {
 		t.Error("b after a finished write did not start another")
 	}
 }
@@ -180,7 +155,7 @@ func TestErrorShownVerbatim(t *testing.T) {
 	m, _ := newModel(term.Plain, Sources{Dir: dir, Write: func(context.Context) (diag.Result, error) {
 		return diag.Result{}, errors.New(msg)
 	}}, true)
-	_, cmd := m.Update(enter())
+	_, cmd := m.Update(tuitest.Key("enter"))
 	m.Update(cmd())
 	// the error is wrapped over lines; joined again it is the same text
 	v := ansi.Strip(view(m))
@@ -202,12 +177,12 @@ func TestErrorShownVerbatim(t *testing.T) {
 // console without the writer lock may write it; nobody logged in may not.
 func TestReadOnlyConsoleMayWrite(t *testing.T) {
 	m, _ := newModel(term.Plain, okSources(nil), false)
-	if _, cmd := m.Update(enter()); cmd == nil {
+	if _, cmd := m.Update(tuitest.Key("enter")); cmd == nil {
 		t.Error("a read-only console was refused the bundle")
 	}
 	n, _ := newModel(term.Plain, okSources(nil), false)
 	n.c.Session.User = ""
-	if _, cmd := n.Update(enter()); cmd != nil {
+	if _, cmd := n.Update(tuitest.Key("enter")); cmd != nil {
 		t.Error("a console without login started a bundle")
 	}
 	if v := ansi.Strip(view(n)); !strings.Contains(v, "log in first") {
@@ -218,7 +193,7 @@ func TestReadOnlyConsoleMayWrite(t *testing.T) {
 func TestOtherKeysDoNothing(t *testing.T) {
 	m, _ := newModel(term.Plain, okSources(nil), true)
 	for _, k := range []string{"a", "c", "y", "1"} {
-		if _, cmd := m.Update(tea.KeyPressMsg{Code: rune(k[0]), Text: k}); cmd != nil || m.Running() {
+		if _, cmd := m.Update(tuitest.Key(k)); cmd != nil || m.Running() {
 			t.Errorf("key %q started a write", k)
 		}
 	}

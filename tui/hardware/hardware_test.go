@@ -10,7 +10,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
@@ -18,6 +17,7 @@ import (
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 )
 
 // The app gives screens 76x17 at an 80x24 terminal.
@@ -112,55 +112,12 @@ func send(m *Model, msg tea.Msg) {
 }
 
 func press(m *Model, keys ...string) {
-	for _, k := range keys {
-		var msg tea.KeyPressMsg
-		switch k {
-		case "tab":
-			msg = tea.KeyPressMsg{Code: tea.KeyTab}
-		case "shift+tab":
-			msg = tea.KeyPressMsg{Code: tea.KeyTab, Mod: tea.ModShift}
-		case "down":
-			msg = tea.KeyPressMsg{Code: tea.KeyDown}
-		case "up":
-			msg = tea.KeyPressMsg{Code: tea.KeyUp}
-		case "pgdown":
-			msg = tea.KeyPressMsg{Code: tea.KeyPgDown}
-		case "pgup":
-			msg = tea.KeyPressMsg{Code: tea.KeyPgUp}
-		case "home":
-			msg = tea.KeyPressMsg{Code: tea.KeyHome}
-		case "end":
-			msg = tea.KeyPressMsg{Code: tea.KeyEnd}
-		default:
-			msg = tea.KeyPressMsg{Code: rune(k[0]), Text: k}
-		}
-		m.Update(msg)
+	for _, k := range tuitest.Keys(keys...) {
+		m.Update(k)
 	}
 }
 
 func view(m *Model) string { return m.View().Content }
-
-func checkSize(t *testing.T, out string, w, h int) {
-	t.Helper()
-	lines := strings.Split(out, "\n")
-	if len(lines) != h {
-		t.Errorf("got %d lines; want %d", len(lines), h)
-	}
-	for i, l := range lines {
-		if got := lipgloss.Width(l); got != w {
-			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
-		}
-	}
-}
-
-func checkASCII(t *testing.T, name string, b []byte) {
-	t.Helper()
-	for i, c := range b {
-		if c > 0x7E {
-			t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, c, i, b[max(i-20, 0):min(i+20, len(b))])
-		}
-	}
-}
 
 // TestGolden renders each section at 76x17 in the rich and plain tiers.
 func TestGolden(t *testing.T) {
@@ -174,7 +131,7 @@ func TestGolden(t *testing.T) {
 				send(m, common.ActivateMsg{})
 				press(m, sec.key)
 				out := view(m)
-				checkSize(t, out, width, height)
+				tuitest.CheckSize(t, out, width, height)
 				teatest.RequireEqualOutput(t, []byte(out))
 			})
 		}
@@ -198,7 +155,7 @@ func TestProgram(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkASCII(t, "terminal output", raw)
+	tuitest.RequireASCII(t, string(raw))
 }
 
 func TestPlainIsASCII(t *testing.T) {
@@ -206,18 +163,18 @@ func TestPlainIsASCII(t *testing.T) {
 	send(m, common.ActivateMsg{})
 	for _, k := range []string{"1", "2", "3", "4", "5", "end"} {
 		press(m, k)
-		checkASCII(t, "section "+k, []byte(view(m)))
+		tuitest.RequireASCII(t, view(m))
 	}
 	for _, b := range m.ShortHelp() {
-		checkASCII(t, "legend", []byte(b.Help().Key+b.Help().Desc))
+		tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
 	}
 	for _, col := range m.FullHelp() {
 		for _, b := range col {
-			checkASCII(t, "help", []byte(b.Help().Key+b.Help().Desc))
+			tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
 		}
 	}
 	loading := newModel(term.Plain, fakeSources())
-	checkASCII(t, "loading", []byte(view(loading)))
+	tuitest.RequireASCII(t, view(loading))
 }
 
 func TestSectionsAndCLI(t *testing.T) {
@@ -390,7 +347,7 @@ func TestSizes(t *testing.T) {
 			send(m, common.ActivateMsg{})
 			for _, k := range []string{"1", "2", "3", "end"} {
 				press(m, k)
-				checkSize(t, view(m), sz[0], sz[1])
+				tuitest.CheckSize(t, view(m), sz[0], sz[1])
 			}
 		}
 	}

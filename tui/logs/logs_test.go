@@ -12,13 +12,13 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 )
 
 const areaW, areaH = 76, 17
@@ -158,64 +158,18 @@ func activated(t *testing.T, tier term.Tier, f *fakeLogs) *Model {
 	return m
 }
 
-func press(s string) tea.KeyPressMsg {
-	switch s {
-	case "enter":
-		return tea.KeyPressMsg{Code: tea.KeyEnter}
-	case "esc":
-		return tea.KeyPressMsg{Code: tea.KeyEscape}
-	case "tab":
-		return tea.KeyPressMsg{Code: tea.KeyTab}
-	case "shift+tab":
-		return tea.KeyPressMsg{Code: tea.KeyTab, Mod: tea.ModShift}
-	case "backspace":
-		return tea.KeyPressMsg{Code: tea.KeyBackspace}
-	case "up":
-		return tea.KeyPressMsg{Code: tea.KeyUp}
-	case "down":
-		return tea.KeyPressMsg{Code: tea.KeyDown}
-	case "left":
-		return tea.KeyPressMsg{Code: tea.KeyLeft}
-	case "right":
-		return tea.KeyPressMsg{Code: tea.KeyRight}
-	case "pgup":
-		return tea.KeyPressMsg{Code: tea.KeyPgUp}
-	case "pgdown":
-		return tea.KeyPressMsg{Code: tea.KeyPgDown}
-	case "home":
-		return tea.KeyPressMsg{Code: tea.KeyHome}
-	case "end":
-		return tea.KeyPressMsg{Code: tea.KeyEnd}
-	}
-	r := []rune(s)[0]
-	return tea.KeyPressMsg{Code: r, Text: s}
-}
-
 func keysTo(t *testing.T, m *Model, ks ...string) {
 	t.Helper()
-	for _, k := range ks {
-		deliver(t, m, press(k))
+	for _, k := range tuitest.Keys(ks...) {
+		deliver(t, m, k)
 	}
 }
 
 // typeText types s into the focused search box, one key per rune.
 func typeText(t *testing.T, m *Model, s string) {
 	t.Helper()
-	for _, r := range s {
-		deliver(t, m, tea.KeyPressMsg{Code: r, Text: string(r)})
-	}
-}
-
-func checkSize(t *testing.T, out string, w, h int) {
-	t.Helper()
-	lines := strings.Split(out, "\n")
-	if len(lines) != h {
-		t.Errorf("got %d lines; want %d", len(lines), h)
-	}
-	for i, l := range lines {
-		if got := lipgloss.Width(l); got != w {
-			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
-		}
+	for _, k := range tuitest.Type(s) {
+		deliver(t, m, k)
 	}
 }
 
@@ -247,7 +201,7 @@ func TestGolden(t *testing.T) {
 				m := activated(t, tier, fakeDir())
 				tt.steps(t, m)
 				out := m.View().Content
-				checkSize(t, out, areaW, areaH)
+				tuitest.CheckSize(t, out, areaW, areaH)
 				teatest.RequireEqualOutput(t, []byte(out))
 				for _, w := range tt.want {
 					if !strings.Contains(ansi.Strip(out), w) {
@@ -345,7 +299,7 @@ func TestLongLinesWrap(t *testing.T) {
 	if !strings.Contains(out, "| start") || !strings.Contains(out, "finish") {
 		t.Errorf("a long line is not wrapped onto the next rows:\n%s", out)
 	}
-	checkSize(t, m.View().Content, areaW, areaH)
+	tuitest.CheckSize(t, m.View().Content, areaW, areaH)
 	keysTo(t, m, "end")
 	if !strings.Contains(screen(m), "last") {
 		t.Errorf("the line after a 1 MiB line is unreachable:\n%s", screen(m))
@@ -446,11 +400,11 @@ func TestFollow(t *testing.T) {
 
 func TestStaleReadIgnored(t *testing.T) {
 	m := activated(t, term.Plain, fakeDir())
-	_, cmd := m.Update(press("tab")) // dcui.log requested
+	_, cmd := m.Update(tuitest.Key("tab")) // dcui.log requested
 	stale := cmd()
 	// the operator moves on before it lands
 	m.Update(stale)
-	_, cmd = m.Update(press("tab"))
+	_, cmd = m.Update(tuitest.Key("tab"))
 	m.Update(readMsg{path: logDir + "/dcui.log", data: []byte("stale\n")})
 	if strings.Contains(screen(m), "stale") {
 		t.Errorf("a late read of another file was shown")
@@ -466,14 +420,14 @@ func TestKeypressDuringSlowRead(t *testing.T) {
 	f := fakeDir()
 	m := activated(t, term.Rich, f)
 	f.delay = 2 * time.Second
-	_, cmd := m.Update(press("tab"))
+	_, cmd := m.Update(tuitest.Key("tab"))
 	if cmd == nil {
 		t.Fatal("tab returned no read")
 	}
 	go cmd()
 	for _, k := range []string{"j", "k", "/", "x", "esc", "home", "tab", "f", "f"} {
 		start := time.Now()
-		m.Update(press(k))
+		m.Update(tuitest.Key(k))
 		_ = m.View()
 		if d := time.Since(start); d > 50*time.Millisecond {
 			t.Errorf("key %q took %v during a slow read", k, d)
@@ -515,21 +469,17 @@ func TestPlainIsASCII(t *testing.T) {
 	keysTo(t, m, "enter")
 	screens["searched"] = m.View().Content
 	for name, out := range screens {
-		checkSize(t, out, areaW, areaH)
-		for i := 0; i < len(out); i++ {
-			if out[i] > 0x7e {
-				t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, out[i], i, out[max(i-20, 0):min(i+20, len(out))])
-			}
-		}
+		t.Run(name, func(t *testing.T) {
+			tuitest.CheckSize(t, out, areaW, areaH)
+			tuitest.RequireASCII(t, out)
+		})
 	}
 	if !strings.Contains(ansi.Strip(screens["serial"]), "web-01 login: caf? ? ??") {
 		t.Errorf("non-ASCII not replaced by '?':\n%s", ansi.Strip(screens["serial"]))
 	}
 	for _, col := range m.FullHelp() {
 		for _, b := range col {
-			if h := b.Help(); strings.ContainsFunc(h.Key+h.Desc, func(r rune) bool { return r > 0x7e }) {
-				t.Errorf("help %q is not ASCII", h.Key+h.Desc)
-			}
+			tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
 		}
 	}
 }

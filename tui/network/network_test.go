@@ -12,7 +12,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 	"go.yaml.in/yaml/v3"
@@ -21,6 +20,7 @@ import (
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 )
 
 var fixedNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
@@ -196,38 +196,15 @@ func send(t *testing.T, m *Model, msgs ...tea.Msg) {
 
 func press(t *testing.T, m *Model, keys ...string) {
 	t.Helper()
-	for _, k := range keys {
-		send(t, m, keyMsg(k))
+	for _, k := range tuitest.Keys(keys...) {
+		send(t, m, k)
 	}
-}
-
-func keyMsg(k string) tea.KeyPressMsg {
-	switch k {
-	case "enter":
-		return tea.KeyPressMsg{Code: tea.KeyEnter}
-	case "esc":
-		return tea.KeyPressMsg{Code: tea.KeyEscape}
-	case "tab":
-		return tea.KeyPressMsg{Code: tea.KeyTab}
-	case "down":
-		return tea.KeyPressMsg{Code: tea.KeyDown}
-	case "right":
-		return tea.KeyPressMsg{Code: tea.KeyRight}
-	case "delete":
-		return tea.KeyPressMsg{Code: tea.KeyDelete}
-	case "ctrl+s":
-		return tea.KeyPressMsg{Code: 's', Mod: tea.ModCtrl}
-	case "ctrl+u":
-		return tea.KeyPressMsg{Code: 'u', Mod: tea.ModCtrl}
-	}
-	r := []rune(k)[0]
-	return tea.KeyPressMsg{Code: r, Text: k}
 }
 
 func typeText(t *testing.T, m *Model, s string) {
 	t.Helper()
-	for _, r := range s {
-		send(t, m, tea.KeyPressMsg{Code: r, Text: string(r)})
+	for _, k := range tuitest.Type(s) {
+		send(t, m, k)
 	}
 }
 
@@ -317,12 +294,8 @@ func TestKeepDialogButtons(t *testing.T) {
 		f := newFake()
 		f.pending = trial(testConfig())
 		m := loaded(t, term.Plain, f, true)
-		for _, k := range tc.keys {
-			msg := keyMsg(k)
-			if k == "right" {
-				msg = tea.KeyPressMsg{Code: tea.KeyRight}
-			}
-			send(t, m, msg)
+		for _, k := range tuitest.Keys(tc.keys...) {
+			send(t, m, k)
 		}
 		if f.confirms != tc.confirms || f.rollback != tc.rollback {
 			t.Errorf("keys %q: confirms %d, rollbacks %d; want %d, %d", tc.keys, f.confirms, f.rollback, tc.confirms, tc.rollback)
@@ -547,7 +520,7 @@ func TestBridges(t *testing.T) {
 	if got, want := m.CLI(), "virt net bridge create br2 --port eno2 --try 60s"; got != want {
 		t.Errorf("CLI = %q; want %q", got, want)
 	}
-	press(t, m, "tab", "tab", " ", "enter")
+	press(t, m, "tab", "tab", "space", "enter")
 	if m.mode != modeDiff {
 		t.Fatalf("mode %d after adding br2; want the review; errors %q", m.mode, m.form.errs)
 	}
@@ -637,36 +610,19 @@ func TestGolden(t *testing.T) {
 func TestViewsFit(t *testing.T) {
 	for _, tier := range []term.Tier{term.Rich, term.Linux, term.Plain} {
 		for name, out := range views(t, tier) {
-			lines := strings.Split(out, "\n")
-			if len(lines) != 17 {
-				t.Errorf("%s/%s: %d lines; want 17", tier, name, len(lines))
-			}
-			for i, l := range lines {
-				if w := lipgloss.Width(l); w != 76 {
-					t.Errorf("%s/%s: line %d is %d cells; want 76: %q", tier, name, i, w, ansi.Strip(l))
-				}
-			}
+			t.Run(tier.String()+"/"+name, func(t *testing.T) { tuitest.CheckSize(t, out, 76, 17) })
 		}
 	}
 }
 
 func TestPlainIsASCII(t *testing.T) {
 	for name, out := range views(t, term.Plain) {
-		for i, c := range []byte(out) {
-			if c > 0x7E {
-				t.Errorf("%s: byte %#x at %d is above 0x7E: %q", name, c, i, out[max(i-20, 0):min(i+20, len(out))])
-				break
-			}
-		}
+		t.Run(name, func(t *testing.T) { tuitest.RequireASCII(t, out) })
 	}
 	m := loaded(t, term.Plain, newFake(), true)
 	for _, col := range m.FullHelp() {
 		for _, b := range col {
-			for _, c := range []byte(b.Help().Key + b.Help().Desc) {
-				if c > 0x7E {
-					t.Errorf("help %q has a byte above 0x7E", b.Help().Key)
-				}
-			}
+			tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
 		}
 	}
 }
@@ -679,9 +635,9 @@ func TestUpdateNeverBlocks(t *testing.T) {
 	if cmd == nil {
 		t.Fatal("refresh returned no load command")
 	}
-	m.Update(keyMsg("t"))
-	m.Update(keyMsg("esc"))
-	m.Update(keyMsg("e"))
+	m.Update(tuitest.Key("t"))
+	m.Update(tuitest.Key("esc"))
+	m.Update(tuitest.Key("e"))
 	if d := time.Since(start); d > 50*time.Millisecond {
 		t.Errorf("Update took %v; it must not do I/O", d)
 	}

@@ -11,12 +11,12 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -66,49 +66,13 @@ func send(m *Model, msg tea.Msg) {
 	}
 }
 
-func keyMsg(k string) tea.KeyPressMsg {
-	switch k {
-	case "enter":
-		return tea.KeyPressMsg{Code: tea.KeyEnter}
-	case "esc":
-		return tea.KeyPressMsg{Code: tea.KeyEscape}
-	case "down":
-		return tea.KeyPressMsg{Code: tea.KeyDown}
-	case "up":
-		return tea.KeyPressMsg{Code: tea.KeyUp}
-	}
-	return tea.KeyPressMsg{Code: rune(k[0]), Text: k}
-}
-
 func press(m *Model, keys ...string) {
-	for _, k := range keys {
-		send(m, keyMsg(k))
+	for _, k := range tuitest.Keys(keys...) {
+		send(m, k)
 	}
 }
 
 func view(m *Model) string { return m.View().Content }
-
-func checkSize(t *testing.T, out string, w, h int) {
-	t.Helper()
-	lines := strings.Split(out, "\n")
-	if len(lines) != h {
-		t.Errorf("got %d lines; want %d", len(lines), h)
-	}
-	for i, l := range lines {
-		if got := lipgloss.Width(l); got != w {
-			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
-		}
-	}
-}
-
-func checkASCII(t *testing.T, name string, b []byte) {
-	t.Helper()
-	for i, c := range b {
-		if c > 0x7E {
-			t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, c, i, b[max(i-20, 0):min(i+20, len(b))])
-		}
-	}
-}
 
 func states(t *testing.T, tier term.Tier) map[string]string {
 	t.Helper()
@@ -142,7 +106,7 @@ func TestGolden(t *testing.T) {
 	for _, tier := range []term.Tier{term.Rich, term.Plain} {
 		for name, out := range states(t, tier) {
 			t.Run(tier.String()+"_"+name, func(t *testing.T) {
-				checkSize(t, out, width, height)
+				tuitest.CheckSize(t, out, width, height)
 				teatest.RequireEqualOutput(t, []byte(out))
 			})
 		}
@@ -151,19 +115,19 @@ func TestGolden(t *testing.T) {
 
 func TestPlainIsASCII(t *testing.T) {
 	for name, out := range states(t, term.Plain) {
-		checkASCII(t, name, []byte(out))
+		t.Run(name, func(t *testing.T) { tuitest.RequireASCII(t, out) })
 	}
 	m := newModel(term.Plain, &fake{}, true)
 	for _, col := range m.FullHelp() {
 		for _, b := range col {
-			checkASCII(t, "help", []byte(b.Help().Key+b.Help().Desc))
+			tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
 		}
 	}
 }
 
 func TestLinuxFits(t *testing.T) {
 	for name, out := range states(t, term.Linux) {
-		t.Run(name, func(t *testing.T) { checkSize(t, out, width, height) })
+		t.Run(name, func(t *testing.T) { tuitest.CheckSize(t, out, width, height) })
 	}
 }
 
@@ -309,7 +273,7 @@ func TestVMListStates(t *testing.T) {
 	for range reloadEvery {
 		send(r, common.TickMsg{})
 	}
-	send(r, keyMsg("b"))
+	send(r, tuitest.Key("b"))
 	if reloads != 2 {
 		t.Errorf("VM list loaded %d times; want 2 (a tick period, the dialog)", reloads)
 	}

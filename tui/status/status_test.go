@@ -14,7 +14,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
@@ -23,6 +22,7 @@ import (
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -134,24 +134,11 @@ func runLoaded(t *testing.T, tier term.Tier) *Model {
 	return fm.(untilLoaded).Model
 }
 
-func checkSize(t *testing.T, out string, w, h int) {
-	t.Helper()
-	lines := strings.Split(out, "\n")
-	if len(lines) != h {
-		t.Errorf("got %d lines; want %d", len(lines), h)
-	}
-	for i, l := range lines {
-		if got := lipgloss.Width(l); got != w {
-			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
-		}
-	}
-}
-
 func TestGoldenRich(t *testing.T) {
 	m := runLoaded(t, term.Rich)
 	feedUsage(t, m, len(cpuSeries))
 	out := m.Render()
-	checkSize(t, out, 80, 24)
+	tuitest.CheckSize(t, out, 80, 24)
 	teatest.RequireEqualOutput(t, []byte(out))
 }
 
@@ -159,7 +146,7 @@ func TestGoldenPlain(t *testing.T) {
 	m := runLoaded(t, term.Plain)
 	feedUsage(t, m, len(cpuSeries))
 	out := m.Render()
-	checkSize(t, out, 80, 24)
+	tuitest.CheckSize(t, out, 80, 24)
 	teatest.RequireEqualOutput(t, []byte(out))
 	text := ansi.Strip(out)
 	for _, want := range []string{"esx-lab-01", "https://192.168.10.5:8443/", "[WARN] iommu.kernel", "3 running", "0:42", "F2/l log in", "Load", "CPU", "33%", "Mem", "60%"} {
@@ -182,11 +169,7 @@ func TestPlainOutputIsASCII(t *testing.T) {
 	m.showHelp = true
 	screens["help view"] = []byte(m.Render())
 	for name, b := range screens {
-		for i, c := range b {
-			if c > 0x7E {
-				t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, c, i, b[max(i-20, 0):min(i+20, len(b))])
-			}
-		}
+		t.Run(name, func(t *testing.T) { tuitest.RequireASCII(t, string(b)) })
 	}
 }
 
@@ -194,7 +177,7 @@ func TestZeroSizeRenders80x24(t *testing.T) {
 	for _, tier := range []term.Tier{term.Rich, term.Linux, term.Plain} {
 		m := newModel(tier, fakeSources())
 		m.Update(tea.WindowSizeMsg{Width: 0, Height: 0})
-		checkSize(t, m.Render(), 80, 24)
+		tuitest.CheckSize(t, m.Render(), 80, 24)
 	}
 }
 
@@ -203,7 +186,7 @@ func TestFixedSizeIgnoresTerminal(t *testing.T) {
 	m.opts.FixedSize = true
 	m.SetSize(100, 30)
 	m.Update(tea.WindowSizeMsg{Width: 0, Height: 0})
-	checkSize(t, m.Render(), 100, 30)
+	tuitest.CheckSize(t, m.Render(), 100, 30)
 }
 
 // TestUpdateNeverBlocks: with a collector that takes 2s, a key is still
@@ -226,8 +209,8 @@ func TestUpdateNeverBlocks(t *testing.T) {
 	m := newModel(term.Rich, src)
 	start := time.Now()
 	_ = m.Init() // returns commands; running them is the program's job
-	m.Update(tea.KeyPressMsg{Code: 'r', Text: "r"})
-	m.Update(tea.KeyPressMsg{Code: 'h', Text: "h"})
+	m.Update(tuitest.Key("r"))
+	m.Update(tuitest.Key("h"))
 	if d := time.Since(start); d > 100*time.Millisecond {
 		t.Fatalf("Init+Update took %v with a slow collector; want well under 100ms", d)
 	}
@@ -238,7 +221,7 @@ func TestUpdateNeverBlocks(t *testing.T) {
 	tm := teatest.NewTestModel(t, newModel(term.Rich, src), teatest.WithInitialTermSize(80, 24))
 	time.Sleep(50 * time.Millisecond) // the slow loads are in flight
 	start = time.Now()
-	tm.Send(tea.KeyPressMsg{Code: 'q', Text: "q"})
+	tm.Send(tuitest.Key("q"))
 	tm.WaitFinished(t, teatest.WithFinalTimeout(time.Second))
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("quit took %v while a collector was busy; want under 500ms", d)
@@ -408,7 +391,7 @@ func TestFullestScreenFits(t *testing.T) {
 	}
 	feedUsage(t, m, 3)
 	out := m.Render()
-	checkSize(t, out, 80, 24)
+	tuitest.CheckSize(t, out, 80, 24)
 	text := ansi.Strip(out)
 	for _, want := range []string{"3 more addresses", "hint: add intel_iommu=on", "Load     CPU", "NETWORK", "F1/h help"} {
 		if !strings.Contains(text, want) {
@@ -425,7 +408,7 @@ func TestContent(t *testing.T) {
 			m := runLoaded(t, tier)
 			feedUsage(t, m, len(cpuSeries))
 			out := m.Content(76, 16)
-			checkSize(t, out, 76, 16)
+			tuitest.CheckSize(t, out, 76, 16)
 			teatest.RequireEqualOutput(t, []byte(out))
 			text := ansi.Strip(out)
 			for _, want := range []string{"MANAGEMENT", "https://192.168.10.5:8443/", "HOST", "NUMA", "Load     CPU", "33%", "60%",
@@ -435,11 +418,7 @@ func TestContent(t *testing.T) {
 				}
 			}
 			if tier == term.Plain {
-				for i, c := range []byte(out) {
-					if c > 0x7E {
-						t.Fatalf("byte %#x at %d is above 0x7E", c, i)
-					}
-				}
+				tuitest.RequireASCII(t, out)
 			}
 			if m.Hostname() != "esx-lab-01" {
 				t.Errorf("Hostname = %q; want esx-lab-01", m.Hostname())

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 )
 
 func TestPlainIsASCII(t *testing.T) {
@@ -16,11 +17,7 @@ func TestPlainIsASCII(t *testing.T) {
 		parts = append(parts, s.Badgef(l))
 	}
 	for _, p := range parts {
-		for i := 0; i < len(p); i++ {
-			if p[i] > 0x7E {
-				t.Errorf("plain tier part %q has byte %#x above 0x7E", p, p[i])
-			}
-		}
+		tuitest.RequireASCII(t, p)
 	}
 }
 

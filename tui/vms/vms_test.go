@@ -13,7 +13,6 @@ import (
 	"time"
 
 	tea "charm.land/bubbletea/v2"
-	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
@@ -21,6 +20,7 @@ import (
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/tui/tuitest"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -141,50 +141,10 @@ func deliver(t *testing.T, m *Model, msg tea.Msg) {
 	}
 }
 
-func press(s string) tea.KeyPressMsg {
-	switch s {
-	case "enter":
-		return tea.KeyPressMsg{Code: tea.KeyEnter}
-	case "esc":
-		return tea.KeyPressMsg{Code: tea.KeyEscape}
-	case "tab":
-		return tea.KeyPressMsg{Code: tea.KeyTab}
-	case "up":
-		return tea.KeyPressMsg{Code: tea.KeyUp}
-	case "down":
-		return tea.KeyPressMsg{Code: tea.KeyDown}
-	case "pgup":
-		return tea.KeyPressMsg{Code: tea.KeyPgUp}
-	case "pgdown":
-		return tea.KeyPressMsg{Code: tea.KeyPgDown}
-	case "home":
-		return tea.KeyPressMsg{Code: tea.KeyHome}
-	case "end":
-		return tea.KeyPressMsg{Code: tea.KeyEnd}
-	case "delete":
-		return tea.KeyPressMsg{Code: tea.KeyDelete}
-	}
-	r := []rune(s)[0]
-	return tea.KeyPressMsg{Code: r, Text: s}
-}
-
 func keysTo(t *testing.T, m *Model, ks ...string) {
 	t.Helper()
-	for _, k := range ks {
-		deliver(t, m, press(k))
-	}
-}
-
-func checkSize(t *testing.T, out string, w, h int) {
-	t.Helper()
-	lines := strings.Split(out, "\n")
-	if len(lines) != h {
-		t.Errorf("got %d lines; want %d", len(lines), h)
-	}
-	for i, l := range lines {
-		if got := lipgloss.Width(l); got != w {
-			t.Errorf("line %d is %d cells wide; want %d: %q", i, got, w, l)
-		}
+	for _, k := range tuitest.Keys(ks...) {
+		deliver(t, m, k)
 	}
 }
 
@@ -224,7 +184,7 @@ func TestGolden(t *testing.T) {
 				m := loaded(t, tier, tt.f(), writer())
 				keysTo(t, m, tt.keys...)
 				out := m.View().Content
-				checkSize(t, out, areaW, areaH)
+				tuitest.CheckSize(t, out, areaW, areaH)
 				teatest.RequireEqualOutput(t, []byte(out))
 				for _, w := range tt.want {
 					if !strings.Contains(ansi.Strip(out), w) {
@@ -371,7 +331,7 @@ func TestRefusals(t *testing.T) {
 			m := loaded(t, term.Plain, f, tt.sess)
 			var last tea.Cmd
 			for _, k := range tt.keys {
-				_, last = m.Update(press(k))
+				_, last = m.Update(tuitest.Key(k))
 			}
 			if last != nil {
 				t.Errorf("the refused action returned a command")
@@ -405,7 +365,7 @@ func TestActionErrorVerbatim(t *testing.T) {
 func TestConsole(t *testing.T) {
 	f := &fakeManager{entries: fakeEntries()}
 	m := loaded(t, term.Plain, f, writer())
-	_, cmd := m.Update(press("c"))
+	_, cmd := m.Update(tuitest.Key("c"))
 	if cmd == nil {
 		t.Fatalf("console returned no command; screen:\n%s", screen(m))
 	}
@@ -423,7 +383,7 @@ func TestConsole(t *testing.T) {
 	}
 
 	m.opts.VirtPath = ""
-	if _, cmd := m.Update(press("c")); cmd != nil {
+	if _, cmd := m.Update(tuitest.Key("c")); cmd != nil {
 		t.Errorf("console without a virt binary returned a command")
 	}
 	if !strings.Contains(screen(m), "virt binary not found") {
@@ -432,7 +392,7 @@ func TestConsole(t *testing.T) {
 
 	m.opts.VirtPath = "/usr/bin/virt"
 	m.c.Session.Writer = false
-	if _, cmd := m.Update(press("c")); cmd != nil {
+	if _, cmd := m.Update(tuitest.Key("c")); cmd != nil {
 		t.Errorf("read-only console returned a command")
 	}
 	if !strings.Contains(screen(m), "read-only") {
@@ -502,7 +462,7 @@ func TestKeypressDuringSlowCall(t *testing.T) {
 	f.mu.Unlock()
 
 	keysTo(t, m, "j")
-	_, cmd := m.Update(press("a"))
+	_, cmd := m.Update(tuitest.Key("a"))
 	if cmd == nil {
 		t.Fatal("start returned no command")
 	}
@@ -516,7 +476,7 @@ func TestKeypressDuringSlowCall(t *testing.T) {
 	var slowest time.Duration
 	for _, k := range []string{"j", "k", "pgdown", "home", "end", "home", "j", "a", "enter", "esc", "down"} {
 		start := time.Now()
-		m.Update(press(k))
+		m.Update(tuitest.Key(k))
 		_ = m.View()
 		d := time.Since(start)
 		if d > 50*time.Millisecond {
@@ -598,21 +558,17 @@ func TestPlainIsASCII(t *testing.T) {
 	keysTo(t, m, "esc", "end", "a")
 	screens["refusal"] = m.View().Content
 	for name, out := range screens {
-		checkSize(t, out, areaW, areaH)
-		for i := 0; i < len(out); i++ {
-			if out[i] > 0x7e {
-				t.Fatalf("%s: byte %#x at %d is above 0x7E: %q", name, out[i], i, out[max(i-20, 0):min(i+20, len(out))])
+		t.Run(name, func(t *testing.T) {
+			tuitest.CheckSize(t, out, areaW, areaH)
+			tuitest.RequireASCII(t, out)
+			if strings.Contains(out, "\x1b[31m") {
+				t.Errorf("%s: an escape sequence from a VM name reached the screen", name)
 			}
-		}
-		if strings.Contains(out, "\x1b[31m") {
-			t.Errorf("%s: an escape sequence from a VM name reached the screen", name)
-		}
+		})
 	}
 	for _, b := range m.FullHelp() {
 		for _, k := range b {
-			if h := k.Help(); strings.ContainsFunc(h.Key+h.Desc, func(r rune) bool { return r > 0x7e }) {
-				t.Errorf("help %q is not ASCII", h.Key+h.Desc)
-			}
+			tuitest.RequireASCII(t, k.Help().Key+k.Help().Desc)
 		}
 	}
 }
@@ -627,11 +583,7 @@ func TestProgramPlainOutput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i, c := range raw {
-		if c > 0x7e {
-			t.Fatalf("byte %#x at %d is above 0x7E: %q", c, i, raw[max(i-20, 0):min(i+20, len(raw))])
-		}
-	}
+	tuitest.RequireASCII(t, string(raw))
 	if !strings.Contains(string(raw), "legacy-win") {
 		t.Errorf("program output lacks the list")
 	}
