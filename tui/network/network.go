@@ -430,7 +430,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.err != nil {
 			m.log("load failed", "err", msg.err)
 		}
-		if msg.desired != nil {
+		// an open form, review or dialog works on the file as it was
+		// when it opened: its field paths index that file's bridges
+		if msg.desired != nil && (m.desired == nil || m.mode == modeMain) {
 			m.desired = msg.desired
 		}
 		m.applied, m.state = msg.applied, msg.state

@@ -642,3 +642,27 @@ func TestUpdateNeverBlocks(t *testing.T) {
 		t.Errorf("Update took %v; it must not do I/O", d)
 	}
 }
+
+// TestReloadDuringForm: the file changes on another console while a
+// bridge form is open, and F5 reloads: the form keeps working on the file
+// it opened with (its field paths index that file's bridges).
+func TestReloadDuringForm(t *testing.T) {
+	f := newFake()
+	m := loaded(t, term.Plain, f, true)
+	press(t, m, "a")
+	typeText(t, m, "br9")
+	f.mu.Lock()
+	f.desired.Bridges = append(f.desired.Bridges, netcfg.Bridge{Name: "brother"})
+	f.desired.Bridges[0], f.desired.Bridges[len(f.desired.Bridges)-1] = f.desired.Bridges[len(f.desired.Bridges)-1], f.desired.Bridges[0]
+	f.mu.Unlock()
+	send(t, m, common.RefreshMsg{})
+	if got, want := m.CLI(), "virt net bridge create br9 --try 60s"; got != want {
+		t.Errorf("CLI after a reload = %q; want %q", got, want)
+	}
+	_ = screen(m)
+	press(t, m, "ctrl+s")
+	if m.mode != modeDiff {
+		t.Fatalf("mode %d after submitting; want the review; errors %q", m.mode, m.form.errs)
+	}
+	mustContain(t, screen(m), "+ bridges[br9].name: br9")
+}
