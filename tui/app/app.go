@@ -87,6 +87,7 @@ type Status interface {
 
 type (
 	loginResultMsg struct {
+		seq  int
 		user string
 		err  error
 	}
@@ -123,6 +124,10 @@ type Model struct {
 	showHelp bool
 	form     *loginForm
 	busy     bool // a login is in flight
+	loginSeq int  // numbers logins; a result for an older one is dropped
+	// loginCancel cancels the login in flight (esc on the form)
+	loginCancel context.CancelFunc
+	acquiring   bool // a console lock acquisition is in flight
 	release  func() error
 	lockedBy string // user shown on the lock screen
 	message  string // one-line message (errors, read-only notices)
@@ -214,6 +219,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m.key(msg)
 	case tea.PasteMsg:
 		if m.idle != nil {
+			if m.mode == modePages && m.idle.Expired() {
+				m.lock(fmt.Sprintf("after %s without input", fmtDuration(m.opts.IdleTimeout)))
+				return m, nil
+			}
 			m.idle.Touch()
 		}
 		if m.mode == modeLogin && m.form != nil {
@@ -378,6 +387,7 @@ func (m *Model) loginKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	f := m.form
 	switch msg.String() {
 	case "esc":
+		m.cancelLogin()
 		m.form = nil
 		if m.lockedBy != "" {
 			m.mode = modeLocked
@@ -409,19 +419,40 @@ func (m *Model) loginKey(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 
 func (m *Model) login(user, pass string) tea.Cmd {
 	a, tty := m.auth, m.opts.TTY
+	m.loginSeq++
+	seq := m.loginSeq
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	m.loginCancel = cancel
 	return func() tea.Msg {
-		if a == nil {
-			return loginResultMsg{err: errors.New("login is not available on this build")}
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
+		if a == nil {
+			return loginResultMsg{seq: seq, err: errors.New("login is not available on this build")}
+		}
 		u, err := a.Login(ctx, user, pass, tty)
-		return loginResultMsg{user: u, err: err}
+		return loginResultMsg{seq: seq, user: u, err: err}
 	}
 }
 
-func (m *Model) onLogin(msg loginResultMsg) tea.Cmd {
+// cancelLogin abandons the login in flight: its result will be dropped.
+func (m *Model) cancelLogin() {
+	if m.loginCancel != nil {
+		m.loginCancel()
+		m.loginCancel = nil
+	}
+	m.loginSeq++
 	m.busy = false
+}
+
+func (m *Model) onLogin(msg loginResultMsg) tea.Cmd {
+	if msg.seq != m.loginSeq || m.mode != modeLogin {
+		// cancelled (esc) or superseded: the operator walked away from it
+		if m.c.Logger != nil && msg.err == nil {
+			m.c.Logger.Info("login result dropped: cancelled on the form", "user", msg.user, "tty", m.opts.TTY)
+		}
+		return nil
+	}
+	m.busy = false
+	m.loginCancel = nil
 	if msg.err != nil {
 		if m.form != nil {
 			m.form.err, m.form.hint = Describe(msg.err, m.opts.AdminGroup)
@@ -449,6 +480,10 @@ func (m *Model) acquire(retry bool) tea.Cmd {
 		m.c.Session.Writer = true
 		return nil
 	}
+	if m.acquiring || m.release != nil {
+		return nil // one acquisition at a time, and never of a lock we hold
+	}
+	m.acquiring = true
 	return func() tea.Msg {
 		rel, holder, err := lk(user, tty)
 		return lockResultMsg{release: rel, holder: holder, err: err, retry: retry}
@@ -456,8 +491,9 @@ func (m *Model) acquire(retry bool) tea.Cmd {
 }
 
 func (m *Model) onLock(msg lockResultMsg) tea.Cmd {
-	if m.mode != modePages {
-		// logged out meanwhile: give it back at once
+	m.acquiring = false
+	if m.mode != modePages || m.release != nil {
+		// logged out meanwhile, or already held: give it back at once
 		if msg.release != nil {
 			msg.release()
 		}

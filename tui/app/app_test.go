@@ -405,3 +405,67 @@ func TestDescribeUnknownError(t *testing.T) {
 		t.Errorf("got %q", msg)
 	}
 }
+
+// TestEscCancelsLoginInFlight: the operator presses esc while PAM still
+// runs and walks away; the late success must not log the console in.
+func TestEscCancelsLoginInFlight(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.run(tuitest.Key("l"))
+	r.typeText("alice")
+	r.run(tuitest.Key("tab"))
+	r.typeText("s3cret")
+	_, cmd := r.m.Update(tuitest.Key("enter"))
+	if cmd == nil {
+		t.Fatal("enter started no login")
+	}
+	r.run(tuitest.Key("esc"))
+	msg := cmd() // PAM answers after the esc
+	r.m.Update(msg)
+	if se := r.m.Session(); se.LoggedIn() || se.Writer {
+		t.Fatalf("session after a cancelled login = %+v; want nobody", *se)
+	}
+	if r.m.mode != modeStatus {
+		t.Errorf("mode %d; want the status screen", r.m.mode)
+	}
+}
+
+// TestOneLockAcquisitionAtATime: a tick's retry while the login's
+// acquisition is in flight must not race it (the loser would see its own
+// process as the holder and leave the console read-only).
+func TestOneLockAcquisitionAtATime(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.m.mode = modePages
+	r.m.c.Session.User = "alice"
+	first := r.m.acquire(false)
+	if first == nil {
+		t.Fatal("no acquisition started")
+	}
+	if second := r.m.acquire(true); second != nil {
+		t.Fatal("a second acquisition started while the first is in flight")
+	}
+	r.m.Update(first())
+	if !r.m.Session().Writer {
+		t.Fatal("the first acquisition did not make the console the writer")
+	}
+	if again := r.m.acquire(true); again != nil {
+		t.Error("an acquisition started while this console holds the lock")
+	}
+	// a stale failure result (from before) does not demote the writer
+	r.m.Update(lockResultMsg{holder: "alice on tty1 since 09:12", retry: true})
+	if !r.m.Session().Writer {
+		t.Error("a stale failure made the writer read-only")
+	}
+}
+
+// TestPasteAfterIdleTimeoutLocks: like a key, a paste after the timeout
+// locks instead of reaching the page.
+func TestPasteAfterIdleTimeoutLocks(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.login("alice", "s3cret")
+	r.run(tuitest.Key("n"))
+	r.idle.expired = true
+	r.run(tea.PasteMsg{Content: "10.0.0.1"})
+	if r.m.Session().LoggedIn() {
+		t.Fatal("a paste after the idle timeout kept the session")
+	}
+}
