@@ -17,7 +17,7 @@ help: ## show this help
 
 build: ## build bin/virt and bin/dcui
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/virt ./cmd/virt  # static: starts faster
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/dcui ./cmd/dcui
+	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/dcui ./cmd/dcui  # PAM: cgo, never silently without
 
 run: build-deps build ## build, install the PAM service if missing, and open the DCUI here (root)
 	@[ -e /etc/pam.d/virtcon ] || install -m 0644 packaging/pam.d/virtcon /etc/pam.d/virtcon
@@ -28,7 +28,7 @@ run: build-deps build ## build, install the PAM service if missing, and open the
 build-deps: ## install what building needs (gcc, libpam0g-dev) when missing (root)
 	scripts/install-deps.sh --build
 
-install: build ## install binaries, the PAM service, the admin group and the console units (root)
+install: build-deps build ## install binaries, the PAM service, the admin group and the console units (root)
 	install -m 0755 bin/virt bin/dcui /usr/local/bin/
 	install -m 0644 packaging/pam.d/virtcon /etc/pam.d/virtcon
 	getent group virtcon-admin >/dev/null || groupadd --system virtcon-admin

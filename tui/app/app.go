@@ -128,11 +128,11 @@ type Model struct {
 	// loginCancel cancels the login in flight (esc on the form)
 	loginCancel context.CancelFunc
 	acquiring   bool // a console lock acquisition is in flight
-	release  func() error
-	lockedBy string // user shown on the lock screen
-	message  string // one-line message (errors, read-only notices)
-	msgLevel styles.Level
-	ticks    int
+	release     func() error
+	lockedBy    string // user shown on the lock screen
+	message     string // one-line message (errors, read-only notices)
+	msgLevel    styles.Level
+	ticks       int
 }
 
 // New returns the app. pages are the screens after login, in tab order.

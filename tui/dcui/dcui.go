@@ -102,19 +102,23 @@ func Main() (code int) {
 	}
 	layout := paths.New(f.Root)
 
-	// The TUI owns the screen: logs go to a file only.
+	// The TUI owns the screen: logs go to a file only. Without one (a
+	// root file system remounted read-only after errors) the console
+	// still runs: it is the last way into a broken host.
 	logPath := filepath.Join(layout.LogDir(), "dcui.log")
+	var logOut io.Writer = io.Discard
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o750); err != nil {
-		fmt.Fprintln(os.Stderr, "dcui: log:", err)
-		return 1
+		fmt.Fprintln(os.Stderr, "dcui: no log file, continuing without:", err)
+	} else if lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640); err != nil {
+		fmt.Fprintln(os.Stderr, "dcui: no log file, continuing without:", err)
+	} else {
+		defer lf.Close()
+		logOut = lf
 	}
-	lf, err := os.OpenFile(logPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o640)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "dcui: log:", err)
-		return 1
+	log := slog.New(slog.NewTextHandler(logOut, nil))
+	if !auth.PAMAvailable {
+		log.Error("built without cgo: PAM login unavailable; rebuild with CGO_ENABLED=1 (make build)")
 	}
-	defer lf.Close()
-	log := slog.New(slog.NewTextHandler(lf, nil))
 	// Bubble Tea restores the terminal on panics inside the program; this
 	// records them, and any outside it, in the log.
 	defer func() {
