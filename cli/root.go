@@ -54,7 +54,7 @@ func Run(ctx context.Context, args []string, io *IOStreams) int {
 	root.SetErr(io.ErrOut)
 	err := root.ExecuteContext(ctx)
 	if err != nil && !errors.Is(err, ErrCheckFailed) {
-		fmt.Fprintf(io.ErrOut, "virt: %v\n", err)
+		fmt.Fprintf(textOnly{io.ErrOut}, "virt: %v\n", err) // errors quote host-provided names
 		var usage *UsageError
 		if errors.As(err, &usage) {
 			fmt.Fprintln(io.ErrOut, "Run 'virt --help' for usage.")
