@@ -717,7 +717,8 @@ func (m *Model) cliLine() string {
 	if cli == "" {
 		return ""
 	}
-	return s.Muted.Render("CLI:") + " " + cli
+	// names in it come from the host (NICs, bridges, VMs)
+	return s.Muted.Render("CLI:") + " " + common.Clean(cli, m.c.Tier == term.Plain)
 }
 
 func legend(s *styles.Styles, bs []key.Binding) string {

@@ -1165,7 +1165,7 @@ func (m *Model) listSection(title string, items []string, room int) []string {
 	lines := []string{m.c.Styles.Section.Render(title)}
 	used := 0
 	for i, it := range items {
-		w := wrap("  "+it, m.w, "     ")
+		w := wrap("  "+m.clean(it), m.w, "     ")
 		if used+len(w) > room || (used+len(w) == room && i < len(items)-1) {
 			lines = append(lines, m.c.Styles.Muted.Render(fmt.Sprintf("  %s and %d more", m.dots(), len(items)-i)))
 			break
