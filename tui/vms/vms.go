@@ -563,7 +563,7 @@ func (m *Model) confirmKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	c := m.confirm
 	m.confirm = nil
-	m.info(c.e.Name + ": delete cancelled")
+	m.info(c.e.Name + ": " + c.act.verb() + " cancelled")
 	return nil
 }
 
@@ -623,6 +623,11 @@ func (m *Model) requestFor(a action, e vm.Entry) tea.Cmd {
 			m.warn(fmt.Sprintf("%s is running: stop it first (or: virt vm delete --force %s)", e.Name, common.ShellQuote(e.Name)))
 			return nil
 		}
+		m.confirm = &confirmState{act: a, e: e}
+		return nil
+	case actForceStop, actReboot:
+		// like pulling the power cable or pressing reset: the guest loses
+		// what it has not written, so a stray key must not do it
 		m.confirm = &confirmState{act: a, e: e}
 		return nil
 	}
@@ -888,14 +893,32 @@ func (m *Model) menuBox() []string {
 func (m *Model) confirmBox() []string {
 	s := m.c.Styles
 	name := m.clean(m.confirm.e.Name)
-	return m.box([]string{
-		s.Badgef(styles.Warning) + " " + s.Section.Render("Delete VM "+name+"?"),
-		"",
-		"Its spec, disks, seed ISO and logs are removed.",
-		"This cannot be undone.",
-		"",
-		common.ConfirmPrompt(s, "delete "+name),
-	})
+	var title string
+	var what []string
+	switch m.confirm.act {
+	case actForceStop:
+		title = "Force stop VM " + name + "?"
+		what = []string{"QEMU quits at once, like pulling the power cable:", "the guest loses what it has not written to disk."}
+	case actReboot:
+		title = "Reset VM " + name + "?"
+		what = []string{"A hard reset, like the reset button: the guest", "loses what it has not written to disk."}
+	default:
+		title = "Delete VM " + name + "?"
+		what = []string{"Its spec, disks, seed ISO and logs are removed.", "This cannot be undone."}
+	}
+	lines := append([]string{s.Badgef(styles.Warning) + " " + s.Section.Render(title), ""}, what...)
+	return m.box(append(lines, "", common.ConfirmPrompt(s, m.confirm.act.verb()+" "+name)))
+}
+
+// verb names an action in a confirmation.
+func (a action) verb() string {
+	switch a {
+	case actForceStop:
+		return "force stop"
+	case actReboot:
+		return "reset"
+	}
+	return "delete"
 }
 
 // box frames lines with the tier's border and one space of padding.

@@ -240,13 +240,13 @@ func TestActions(t *testing.T) {
 	}{
 		{"start key", []string{"j", "a"}, call{op: "start", ref: uid(2)}, "virt vm start web-02", "[PASS] web-02 started"},
 		{"stop key", []string{"o"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Timeout: 60 * time.Second}}, "virt vm stop web-01", "[PASS] web-01 stopped"},
-		{"force stop key", []string{"f"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop web-01", "web-01 stopped (forced)"},
-		{"reboot key", []string{"b"}, call{op: "reboot", ref: uid(1)}, "virt vm stop web-01", "web-01 reset"},
+		{"force stop key confirmed", []string{"f", "y"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop --force web-01", "web-01 stopped (forced)"},
+		{"reboot key confirmed", []string{"b", "y"}, call{op: "reboot", ref: uid(1)}, "virt vm reboot web-01", "web-01 reset"},
 		{"menu default on running is stop", []string{"enter", "enter"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Timeout: 60 * time.Second}}, "virt vm stop web-01", "web-01 stopped"},
 		{"menu default on stopped is start", []string{"j", "enter", "enter"}, call{op: "start", ref: uid(2)}, "virt vm start web-02", "web-02 started"},
-		{"menu letter force", []string{"enter", "f"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop web-01", "stopped (forced)"},
-		{"menu arrows to force", []string{"enter", "down", "enter"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop --force web-01", "stopped (forced)"},
-		{"menu reboot", []string{"enter", "b"}, call{op: "reboot", ref: uid(1)}, "virt vm stop web-01", "web-01 reset"},
+		{"menu letter force", []string{"enter", "f", "y"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop --force web-01", "stopped (forced)"},
+		{"menu arrows to force", []string{"enter", "down", "enter", "y"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Force: true}}, "virt vm stop --force web-01", "stopped (forced)"},
+		{"menu reboot", []string{"enter", "b", "y"}, call{op: "reboot", ref: uid(1)}, "virt vm reboot web-01", "web-01 reset"},
 		{"missing VM can start", []string{"j", "j", "j", "a"}, call{op: "start", ref: uid(4)}, "virt vm start ghost", "ghost started"},
 		{"delete stopped confirmed with y", []string{"j", "D", "y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
 		{"delete key and capital Y", []string{"j", "delete", "Y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
@@ -631,5 +631,29 @@ func TestFindVirt(t *testing.T) {
 	}
 	if got := FindVirt(); got != p {
 		t.Errorf("FindVirt() = %q; want %q from PATH", got, p)
+	}
+}
+
+// TestHardActionsNeedConfirmation: force stop and reset lose the guest's
+// unwritten data: a stray key only opens the dialog, any key but y cancels.
+func TestHardActionsNeedConfirmation(t *testing.T) {
+	for _, k := range []string{"f", "b"} {
+		f := &fakeManager{entries: fakeEntries()}
+		m := loaded(t, term.Plain, f, writer())
+		keysTo(t, m, k)
+		if !m.Capturing() {
+			t.Fatalf("%s: no confirmation dialog", k)
+		}
+		mustScreen := screen(m)
+		if !strings.Contains(mustScreen, "web-01?") || !strings.Contains(mustScreen, "any other key cancels") {
+			t.Errorf("%s: dialog does not name the VM and the rule:\n%s", k, mustScreen)
+		}
+		keysTo(t, m, "enter")
+		if got := f.actions(); len(got) != 0 {
+			t.Errorf("%s then enter ran %+v; want nothing", k, got)
+		}
+		if !strings.Contains(screen(m), "cancelled") {
+			t.Errorf("%s: no cancelled message:\n%s", k, screen(m))
+		}
 	}
 }
