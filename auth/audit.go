@@ -11,23 +11,26 @@ import (
 // AuditFile is the name of the audit log under the layout's LogDir.
 const AuditFile = "auth.log"
 
-// AuditRecord is one line of <LogDir>/auth.log. It never holds a password.
+// AuditRecord is one line of <LogDir>/auth.log. It never holds a password,
+// nor a typed name that is not a known account (see loginName).
 type AuditRecord struct {
 	Time    string `json:"time"` // RFC 3339
 	Service string `json:"service"`
-	User    string `json:"user"`
+	User    string `json:"user"` // the account's name, or "UNKNOWN:<hash>"
 	TTY     string `json:"tty"`
-	Result  string `json:"result"` // success, bad-credentials, account, not-admin, rate-limited, error
-	Detail  string `json:"detail,omitempty"`
+	// Result is "attempt", written before PAM is asked, then the outcome:
+	// success, bad-credentials, account, not-admin, error; or rate-limited
+	// alone (PAM was not asked). An attempt without an outcome is a console
+	// that died while PAM ran; it was counted as a failure.
+	Result string `json:"result"`
+	Detail string `json:"detail,omitempty"`
 }
 
-// audit appends one attempt to the audit log and logs it. An audit log that
-// cannot be written is reported on the logger but does not refuse the
-// login: the console is the last way into a broken host.
+// audit appends one step of an attempt to the audit log and logs it; user
+// is loginName.shown. An audit log that cannot be written is reported on
+// the logger but does not refuse the login: the console is the last way
+// into a broken host.
 func (a *Authenticator) audit(result, user, tty, detail string) {
-	if len(user) > maxUserLen {
-		user = user[:maxUserLen] + "..."
-	}
 	rec := AuditRecord{
 		Time:    a.now().Format(time.RFC3339),
 		Service: a.service,
@@ -40,9 +43,12 @@ func (a *Authenticator) audit(result, user, tty, detail string) {
 	if detail != "" {
 		attrs = append(attrs, "detail", detail)
 	}
-	if result == resultSuccess {
+	switch result {
+	case resultSuccess:
 		a.log.Info("login", attrs...)
-	} else {
+	case resultAttempt:
+		a.log.Info("login attempt", attrs...)
+	default:
 		a.log.Warn("login refused", attrs...)
 	}
 	if err := a.appendAudit(rec); err != nil {

@@ -93,7 +93,8 @@ type Options struct {
 	PAM func(ctx context.Context, service, user, password string) error
 	// LookupGroups returns the names of user's primary and supplementary groups.
 	LookupGroups func(user string) ([]string, error)
-	// LookupUID returns user's numeric id.
+	// LookupUID returns user's numeric id. An error also tells Login that
+	// the name is not a known account (see loginName).
 	LookupUID func(user string) (int, error)
 }
 
@@ -166,6 +167,7 @@ func (a *Authenticator) Group() string { return a.group }
 
 // Audit results, as written to auth.log.
 const (
+	resultAttempt        = "attempt" // written before PAM is asked; the outcome follows
 	resultSuccess        = "success"
 	resultBadCredentials = "bad-credentials"
 	resultAccount        = "account"
@@ -178,74 +180,114 @@ const (
 // AcctMgmt; the conversation answers echo-off prompts with the password and
 // echo-on prompts with the user name, and collects the modules' messages),
 // then authorises: root, or a member (primary or supplementary) of the admin
-// group. The rate limit is applied first: while user is locked out, Login
-// returns a *RateLimitError without calling PAM. Every attempt is audited to
-// <LogDir>/auth.log and the logger (user, tty, result; never the password).
-// tty names the console: "tty1", "ttyS0", "pts/3".
+// group. tty names the console: "tty1", "ttyS0", "pts/3".
 //
-// A refused attempt (bad credentials, refused account, not an admin) counts
-// as a failure for user; a failure of the machinery (PAM stack broken, ctx
-// done, user database unreadable) does not. A success clears user's record.
+// The rate limit (see retryDelay) is applied before PAM, in one locked step
+// that also counts the attempt as a failure: while user is locked out,
+// Login returns a *RateLimitError without calling PAM; otherwise the
+// failure is on record, and an "attempt" line in the audit log, before PAM
+// runs. So parallel attempts cannot all slip past the check while PAM
+// runs, and a caller that hangs up during PAM's fail delay (the console
+// quits and its PAM helper is killed) has paid for its guess all the same.
+// When PAM answers, the attempt is settled:
+//
+//   - a success clears user's record;
+//   - a refusal (bad credentials, refused account, not an admin) leaves the
+//     failure counted, once;
+//   - a failure of the machinery (PAM stack broken, PAM helper dead without
+//     an answer, user database unreadable) takes the failure back, unless
+//     ctx is done: a caller that gave up, whether it hung up or ran out of
+//     time, may have done so to dodge the verdict, so its attempt counts.
+//
+// Every attempt is audited to <LogDir>/auth.log and the logger (user, tty,
+// result; never the password). A name that is not a known account is
+// recorded as "UNKNOWN:" and a short keyed hash of it (it may be a password
+// typed into the wrong field), and Login's errors name the user only once
+// PAM has accepted the password.
 func (a *Authenticator) Login(ctx context.Context, user, password, tty string) (*Identity, error) {
+	n, keyErr := a.loginName(ctx, user)
 	if reason := invalidUser(user); reason != "" {
 		// Refused before PAM: nothing was guessed, so nothing is counted.
-		a.audit(resultBadCredentials, user, tty, reason)
-		return nil, fmt.Errorf("login %q: %w", truncate(user), ErrBadCredentials)
+		a.audit(resultBadCredentials, n.shown, tty, reason)
+		return nil, fmt.Errorf("login: %w", ErrBadCredentials)
 	}
 	if strings.Contains(a.service, "/") {
-		a.audit(resultError, user, tty, "invalid PAM service name")
-		return nil, fmt.Errorf("login %q: invalid PAM service name %q", user, a.service)
+		a.audit(resultError, n.shown, tty, "invalid PAM service name")
+		return nil, fmt.Errorf("login: invalid PAM service name %q", a.service)
 	}
 
-	if wait, err := a.limiter().check(ctx, user, a.now()); err != nil {
+	counted := false
+	limitErr := keyErr
+	if limitErr == nil {
+		var wait time.Duration
+		wait, limitErr = a.limiter().begin(ctx, n.key, a.now())
+		if limitErr == nil && wait > 0 {
+			rl := &RateLimitError{RetryAfter: wait}
+			a.audit(resultRateLimited, n.shown, tty, "retry after "+wait.Round(time.Second).String())
+			return nil, fmt.Errorf("login: %w", rl)
+		}
+		counted = limitErr == nil
+	}
+	if limitErr != nil {
 		// The limiter is defence in depth on top of PAM's fail delay; a
 		// broken state file must not lock every operator out of the last
 		// console of a host.
-		a.log.Error("login rate limit unavailable; continuing without it", "err", err)
-	} else if wait > 0 {
-		rl := &RateLimitError{RetryAfter: wait}
-		a.audit(resultRateLimited, user, tty, "retry after "+wait.Round(time.Second).String())
-		return nil, fmt.Errorf("login %q: %w", user, rl)
+		a.log.Error("login rate limit unavailable; continuing without it", "user", n.shown, "err", limitErr)
+		a.audit(resultAttempt, n.shown, tty, "asking PAM; not counted: rate limit unavailable")
+	} else {
+		a.audit(resultAttempt, n.shown, tty, "asking PAM; counted as a failure unless it succeeds")
 	}
 
 	err := a.pam(ctx, a.service, user, password, tty)
 	switch {
 	case err == nil:
 	case errors.Is(err, ErrBadCredentials):
-		a.refused(ctx, resultBadCredentials, user, tty, err.Error())
-		// One message for unknown users and wrong passwords: err's detail
-		// goes to the audit log only.
-		return nil, fmt.Errorf("login %q: %w", user, ErrBadCredentials)
+		a.audit(resultBadCredentials, n.shown, tty, err.Error())
+		// One message for unknown users and wrong passwords, without the
+		// name: err's detail goes to the audit log only.
+		return nil, fmt.Errorf("login: %w", ErrBadCredentials)
 	case errors.Is(err, ErrAccount):
-		a.refused(ctx, resultAccount, user, tty, err.Error())
+		a.audit(resultAccount, n.shown, tty, err.Error())
 		return nil, fmt.Errorf("login %q: %w", user, err)
 	default:
-		a.audit(resultError, user, tty, err.Error())
-		return nil, fmt.Errorf("login %q: %w", user, err)
+		a.machineryFailed(ctx, n, counted, tty, err)
+		return nil, fmt.Errorf("login: %w", err)
 	}
 
 	id, err := a.authorise(user)
 	if err != nil {
 		if errors.Is(err, ErrNotAdmin) {
-			a.refused(ctx, resultNotAdmin, user, tty, err.Error())
+			a.audit(resultNotAdmin, n.shown, tty, err.Error())
 		} else {
-			a.audit(resultError, user, tty, err.Error())
+			a.machineryFailed(ctx, n, counted, tty, err)
 		}
 		return nil, fmt.Errorf("login %q: %w", user, err)
 	}
-	if err := a.limiter().clear(ctx, user); err != nil {
-		a.log.Error("login rate limit: clearing the failure record", "user", user, "err", err)
+	if n.key != "" {
+		// Settle even when the caller has just given up: the password was right.
+		if err := a.limiter().clear(context.WithoutCancel(ctx), n.key); err != nil {
+			a.log.Error("login rate limit: clearing the failure record", "user", n.shown, "err", err)
+		}
 	}
-	a.audit(resultSuccess, user, tty, "uid "+strconv.Itoa(id.UID))
+	a.audit(resultSuccess, n.shown, tty, "uid "+strconv.Itoa(id.UID))
 	return id, nil
 }
 
-// refused audits a refused attempt and counts it against user.
-func (a *Authenticator) refused(ctx context.Context, result, user, tty, detail string) {
-	if err := a.limiter().fail(ctx, user, a.now()); err != nil {
-		a.log.Error("login rate limit: recording a failure", "user", user, "err", err)
+// machineryFailed audits an attempt that ended in a failure of the
+// machinery and takes back the failure counted for it, unless ctx is done:
+// then the caller may have walked away from the verdict on purpose.
+func (a *Authenticator) machineryFailed(ctx context.Context, n loginName, counted bool, tty string, err error) {
+	detail := err.Error()
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		if counted {
+			detail += " (counted as a failure: the caller gave up)"
+		}
+	} else if counted {
+		if uerr := a.limiter().undo(ctx, n.key); uerr != nil {
+			a.log.Error("login rate limit: taking back a failure", "user", n.shown, "err", uerr)
+		}
 	}
-	a.audit(result, user, tty, detail)
+	a.audit(resultError, n.shown, tty, detail)
 }
 
 // authorise looks user up after PAM accepted it.
@@ -279,13 +321,6 @@ func invalidUser(u string) string {
 		return "user name contains control characters or invalid UTF-8"
 	}
 	return ""
-}
-
-func truncate(u string) string {
-	if len(u) > 64 {
-		return u[:64] + "..."
-	}
-	return u
 }
 
 func lookupUID(name string) (int, error) {

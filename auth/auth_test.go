@@ -6,8 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -48,13 +50,33 @@ type fakePAM struct {
 	password map[string]string // user -> password
 	account  map[string]error  // user -> AcctMgmt refusal
 	stackErr error             // the whole stack fails
+	// delay is how long a transaction takes (PAM's fail delay, a slow
+	// module); like realPAM and processPAM, it returns early with ctx's
+	// error when ctx is done first.
+	delay time.Duration
+	// during, when set, runs as PAM starts: what a console killed at that
+	// moment would leave behind.
+	during func(user string)
 }
 
-func (f *fakePAM) auth(_ context.Context, service, user, password string) error {
+func (f *fakePAM) auth(ctx context.Context, service, user, password string) error {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.calls++
 	f.services = append(f.services, service)
+	delay, during := f.delay, f.during
+	f.mu.Unlock()
+	if during != nil {
+		during(user)
+	}
+	if delay > 0 {
+		select {
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return fmt.Errorf("pam: %w", ctx.Err())
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if f.stackErr != nil {
 		return f.stackErr
 	}
@@ -131,14 +153,14 @@ func (h *harness) newAuthenticator() *Authenticator {
 		LookupGroups: func(u string) ([]string, error) {
 			g, ok := testGroups[u]
 			if !ok {
-				return nil, errors.New("user: unknown user " + u)
+				return nil, user.UnknownUserError(u)
 			}
 			return g, nil
 		},
 		LookupUID: func(u string) (int, error) {
 			uid, ok := testUIDs[u]
 			if !ok {
-				return 0, errors.New("user: unknown user " + u)
+				return 0, user.UnknownUserError(u)
 			}
 			return uid, nil
 		},
@@ -147,6 +169,30 @@ func (h *harness) newAuthenticator() *Authenticator {
 
 func (h *harness) login(user, password string) (*Identity, error) {
 	return h.a.Login(context.Background(), user, password, "tty1")
+}
+
+// failures is the count of failures the state file holds for a typed name.
+func (h *harness) failures(t *testing.T, name string) int {
+	t.Helper()
+	l := h.a.limiter()
+	key, err := l.nameKey(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := l.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Records[nameMAC(key, name)].Failures
+}
+
+// shownAs maps a recorded user ("UNKNOWN:1a2b3c4d") to its form without
+// the hash, for comparisons.
+func shownAs(u string) string {
+	if strings.HasPrefix(u, unknownUser+":") {
+		return unknownUser
+	}
+	return u
 }
 
 func readAudit(t *testing.T, layout paths.Layout) []AuditRecord {
@@ -238,19 +284,25 @@ func TestLogin(t *testing.T) {
 			if h.pam.Calls() > 0 && h.pam.services[0] != DefaultService {
 				t.Errorf("PAM service = %q; want %q", h.pam.services[0], DefaultService)
 			}
-			recs := readAudit(t, h.layout)
-			if len(recs) != 1 {
-				t.Fatalf("audit has %d records; want 1: %+v", len(recs), recs)
+			// An attempt that reaches PAM is audited before PAM runs, then
+			// its outcome.
+			var results []string
+			for _, r := range readAudit(t, h.layout) {
+				results = append(results, r.Result)
 			}
-			if recs[0].Result != tt.wantResult {
-				t.Errorf("audit result = %q; want %q", recs[0].Result, tt.wantResult)
+			want := []string{tt.wantResult}
+			if tt.wantPAM {
+				want = []string{"attempt", tt.wantResult}
+			}
+			if !slices.Equal(results, want) {
+				t.Errorf("audit results %q; want %q", results, want)
 			}
 		})
 	}
 }
 
-// An unknown user and a wrong password must read the same, apart from the
-// name the operator typed.
+// An unknown user and a wrong password must read the same; the error does
+// not even echo the name, which may be a password typed into the wrong field.
 func TestBadCredentialsOneMessage(t *testing.T) {
 	h := newHarness(t)
 	_, wrong := h.login("alice", "wrong")
@@ -258,14 +310,15 @@ func TestBadCredentialsOneMessage(t *testing.T) {
 	if wrong == nil || unknown == nil {
 		t.Fatalf("errors %v, %v; want two failures", wrong, unknown)
 	}
-	a := strings.Replace(wrong.Error(), "alice", "USER", 1)
-	b := strings.Replace(unknown.Error(), "mallory", "USER", 1)
-	if a != b {
-		t.Errorf("wrong password reads %q, unknown user %q; want one message", a, b)
+	if wrong.Error() != unknown.Error() {
+		t.Errorf("wrong password reads %q, unknown user %q; want one message", wrong, unknown)
+	}
+	if strings.Contains(unknown.Error(), "mallory") {
+		t.Errorf("error %q echoes the unknown name", unknown)
 	}
 	// The audit log, for the administrator, keeps PAM's own status.
 	for _, r := range readAudit(t, h.layout) {
-		if !strings.Contains(r.Detail, "pam authenticate: ") {
+		if r.Result != "attempt" && !strings.Contains(r.Detail, "pam authenticate: ") {
 			t.Errorf("audit detail %q; want PAM's status", r.Detail)
 		}
 	}
@@ -308,8 +361,11 @@ func TestAuditContentAndPermissions(t *testing.T) {
 
 	recs := readAudit(t, h.layout)
 	want := []AuditRecord{
+		{Service: "virtcon-audit", User: "alice", TTY: "tty1", Result: "attempt"},
 		{Service: "virtcon-audit", User: "alice", TTY: "tty1", Result: "success"},
-		{Service: "virtcon-audit", User: "mallory", TTY: "ttyS0", Result: "bad-credentials"},
+		{Service: "virtcon-audit", User: "UNKNOWN", TTY: "ttyS0", Result: "attempt"},
+		{Service: "virtcon-audit", User: "UNKNOWN", TTY: "ttyS0", Result: "bad-credentials"},
+		{Service: "virtcon-audit", User: "carol", TTY: "pts/3", Result: "attempt"},
 		{Service: "virtcon-audit", User: "carol", TTY: "pts/3", Result: "not-admin"},
 	}
 	if len(recs) != len(want) {
@@ -323,7 +379,7 @@ func TestAuditContentAndPermissions(t *testing.T) {
 		if r.Detail == "" {
 			t.Errorf("record %d has no detail", i)
 		}
-		r.Time, r.Detail = "", ""
+		r.Time, r.Detail, r.User = "", "", shownAs(r.User)
 		if r != want[i] {
 			t.Errorf("record %d = %+v; want %+v", i, r, want[i])
 		}
@@ -350,10 +406,10 @@ func TestAuditContentAndPermissions(t *testing.T) {
 			t.Fatal(err)
 		}
 		if m["msg"] == "login" || m["msg"] == "login refused" {
-			levels = append(levels, m["level"].(string)+" "+m["user"].(string)+" "+m["result"].(string))
+			levels = append(levels, m["level"].(string)+" "+shownAs(m["user"].(string))+" "+m["result"].(string))
 		}
 	}
-	if wantLevels := []string{"INFO alice success", "WARN mallory bad-credentials", "WARN carol not-admin"}; !slices.Equal(levels, wantLevels) {
+	if wantLevels := []string{"INFO alice success", "WARN UNKNOWN bad-credentials", "WARN carol not-admin"}; !slices.Equal(levels, wantLevels) {
 		t.Errorf("log lines %q; want %q", levels, wantLevels)
 	}
 }
@@ -393,11 +449,89 @@ func TestPasswordNeverLogged(t *testing.T) {
 			t.Errorf("the password appears in the %s:\n%s", what, text)
 		}
 	}
-	if got := len(readAudit(t, h.layout)); got != 10 {
-		t.Errorf("audit has %d records; want 10 (every attempt)", got)
+	outcomes, attempts := 0, 0
+	for _, r := range readAudit(t, h.layout) {
+		if r.Result == "attempt" {
+			attempts++
+		} else {
+			outcomes++
+		}
+	}
+	if outcomes != 10 || attempts != 8 {
+		t.Errorf("audit has %d outcomes, %d attempts; want 10 (every attempt), 8 (those that reached PAM)", outcomes, attempts)
 	}
 	if !strings.Contains(string(audit), `"rate-limited"`) {
 		t.Error("no rate-limited attempt in the audit log; the scenario did not cover it")
+	}
+}
+
+// TestUnknownUserNotRecorded: a name that is not an account may be a
+// password typed into the User field. It must reach no file and no log;
+// repeated attempts with it can still be told apart, and are rate limited.
+func TestUnknownUserNotRecorded(t *testing.T) {
+	h := newHarness(t)
+	const typed = "Tr0ub4dor&3-typed-as-user"
+	var errs []string
+	for range freeFailures + 2 {
+		if _, err := h.login(typed, "x"); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	h.login("al\x1b"+typed, "x") // refused before PAM: still not recorded
+	h.login("alice", "wrong")    // a known user is recorded by name
+	h.login("mallory", "wrong")  // another unknown name
+
+	audit, err := os.ReadFile(filepath.Join(h.layout.LogDir(), AuditFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	state, err := os.ReadFile(filepath.Join(h.layout.RunDir(), "auth-failures.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, text := range map[string]string{
+		"audit log":     string(audit),
+		"slog output":   h.logs.String(),
+		"failure state": string(state),
+		"errors":        strings.Join(errs, "\n"),
+	} {
+		if strings.Contains(text, typed) {
+			t.Errorf("the unknown name appears in the %s:\n%s", what, text)
+		}
+	}
+	// The state file holds no name at all, known or not.
+	for _, name := range []string{"alice", "mallory"} {
+		if strings.Contains(string(state), name) {
+			t.Errorf("the failure state holds %q:\n%s", name, state)
+		}
+	}
+	if !strings.Contains(errs[len(errs)-1], "too many failed logins") {
+		t.Errorf("last error %q; want the unknown name rate limited", errs[len(errs)-1])
+	}
+
+	tags := map[string][]string{} // recorded user -> results
+	for _, r := range readAudit(t, h.layout) {
+		tags[r.User] = append(tags[r.User], r.Result)
+	}
+	if _, ok := tags["alice"]; !ok {
+		t.Errorf("no audit line names alice: %v", tags)
+	}
+	var unknown []string
+	for u := range tags {
+		if u != "alice" {
+			if !strings.HasPrefix(u, "UNKNOWN:") || len(u) != len("UNKNOWN:")+8 {
+				t.Errorf("audit user %q; want alice or UNKNOWN:<8 hex>", u)
+			}
+			unknown = append(unknown, u)
+		}
+	}
+	// One tag per distinct name: the typed one, its variant, mallory.
+	if len(unknown) != 3 {
+		t.Errorf("unknown names recorded as %q; want 3 distinct tags", unknown)
+	}
+	key := filepath.Join(h.layout.RunDir(), nameKeyFile)
+	if st, err := os.Stat(key); err != nil || st.Mode().Perm() != 0o600 || st.Size() != nameKeyLen {
+		t.Errorf("name key %s: %v, %v; want %d bytes, mode 0600", key, st, err, nameKeyLen)
 	}
 }
 

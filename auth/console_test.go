@@ -19,10 +19,16 @@ import (
 // under the given root until its stdin closes (or it is killed).
 const envHoldConsole = "VIRTCON_AUTH_TEST_HOLD_CONSOLE"
 
+// testBinaryModes are the helpers this test binary can be started as: an
+// environment variable, and what runs with its value instead of the tests.
+var testBinaryModes = map[string]func(string) int{envHoldConsole: holdConsole}
+
 func TestMain(m *testing.M) {
 	MaybeRunPAMHelper()
-	if root := os.Getenv(envHoldConsole); root != "" {
-		os.Exit(holdConsole(root))
+	for env, run := range testBinaryModes {
+		if v := os.Getenv(env); v != "" {
+			os.Exit(run(v))
+		}
 	}
 	os.Exit(m.Run())
 }

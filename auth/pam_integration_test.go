@@ -6,8 +6,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -86,15 +88,124 @@ func testLoginIntegration(t *testing.T, pamProcess string) {
 	}
 	results := []string{}
 	for _, r := range readAudit(t, layout) {
-		results = append(results, r.Result)
+		results = append(results, shownAs(r.User)+" "+r.Result)
 	}
-	if want := []string{"success", "bad-credentials", "bad-credentials", "not-admin", "account"}; !slices.Equal(results, want) {
-		t.Errorf("audit results %v; want %v", results, want)
+	want := []string{}
+	for _, r := range []string{admin + " success", admin + " bad-credentials", "UNKNOWN bad-credentials", outsider + " not-admin", expired + " account"} {
+		u, _, _ := strings.Cut(r, " ")
+		want = append(want, u+" attempt", r)
 	}
-	for what, text := range map[string]string{"audit log": string(audit), "slog output": logs.String(), "errors": strings.Join(errs, "\n")} {
+	if !slices.Equal(results, want) {
+		t.Errorf("audit %q; want %q", results, want)
+	}
+	state, _ := os.ReadFile(filepath.Join(layout.RunDir(), "auth-failures.json"))
+	for what, text := range map[string]string{"audit log": string(audit), "slog output": logs.String(), "errors": strings.Join(errs, "\n"), "failure state": string(state)} {
 		if strings.Contains(text, password) {
 			t.Errorf("the password appears in the %s", what)
 		}
+		// os/user says this name is no account: it is recorded as UNKNOWN.
+		if strings.Contains(text, "vctu-no-such-user") {
+			t.Errorf("the unknown user name appears in the %s", what)
+		}
 	}
 	t.Logf("audit log:\n%s", audit)
+}
+
+// envLoginChild makes the test binary a console that tries a wrong password
+// through the PAM helper under the given root (service and user from
+// envLoginService, envLoginUser), to be killed while PAM runs.
+const (
+	envLoginChild   = "VIRTCON_AUTH_TEST_LOGIN"
+	envLoginService = "VIRTCON_AUTH_TEST_LOGIN_SERVICE"
+	envLoginUser    = "VIRTCON_AUTH_TEST_LOGIN_USER"
+)
+
+func init() { testBinaryModes[envLoginChild] = loginChild }
+
+func loginChild(root string) int {
+	a := New(paths.New(root), nil, Options{Service: os.Getenv(envLoginService), PAMProcess: os.Args[0]})
+	_, err := a.Login(context.Background(), os.Getenv(envLoginUser), "wrong-guess", "ttyS0")
+	fmt.Println("login answered:", err)
+	return 0
+}
+
+// TestLoginIntegrationHangUp: a wrong password makes PAM sleep through its
+// fail delay; an attacker on a serial line who hangs up meanwhile kills the
+// console, and with it (Pdeathsig) the PAM helper. The guess must have been
+// counted and audited before PAM ran. Then the same through a cancelled ctx.
+func TestLoginIntegrationHangUp(t *testing.T) {
+	if !PAMAvailable {
+		t.Skip("built without cgo: PAM login unavailable")
+	}
+	pamtest.RequireRootPAM(t)
+	service := pamtest.InstallService(t)
+	group := pamtest.CreateGroup(t)
+	user := pamtest.CreateUser(t, "Corr3ct-h0rse-Battery-staple", group)
+	root := t.TempDir()
+	layout := paths.New(root)
+	auditPath := filepath.Join(layout.LogDir(), AuditFile)
+
+	cmd := exec.Command(os.Args[0])
+	cmd.Env = append(os.Environ(), envLoginChild+"="+root, envLoginService+"="+service, envLoginUser+"="+user)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	// The attempt line is written just before PAM is asked.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, _ := os.ReadFile(auditPath)
+		if bytes.Contains(b, []byte(`"result":"attempt"`)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			cmd.Process.Kill()
+			<-exited
+			t.Fatalf("no attempt line in the audit log after 10 s; console output: %s", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	cmd.Process.Kill() // the hang-up: SIGHUP's default action is as final
+	<-exited
+	if strings.Contains(out.String(), "login answered") {
+		t.Skipf("PAM answered within 0.5 s (no fail delay to hang up in): %s", out.String())
+	}
+
+	a := New(layout, nil, Options{Service: service, Group: group, PAMProcess: os.Args[0]})
+	failures := func() int {
+		t.Helper()
+		key, err := a.limiter().nameKey(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := a.limiter().read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.Records[nameMAC(key, user)].Failures
+	}
+	if got := failures(); got != 1 {
+		t.Errorf("after the console was killed in PAM: %d failures recorded; want 1", got)
+	}
+	recs := readAudit(t, layout)
+	if len(recs) != 1 || recs[0].Result != "attempt" || recs[0].User != user {
+		t.Errorf("audit %+v; want the attempt line alone", recs)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := a.Login(ctx, user, "wrong-guess", "ttyS0"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Login with a deadline in PAM's fail delay = %v; want the deadline", err)
+	}
+	if time.Since(start) > 1500*time.Millisecond {
+		t.Errorf("Login took %v past its 0.5 s deadline", time.Since(start))
+	}
+	if got := failures(); got != 2 {
+		t.Errorf("after a caller gave up in PAM: %d failures recorded; want 2", got)
+	}
 }

@@ -17,7 +17,7 @@ func TestLoginWithoutCgo(t *testing.T) {
 	if !errors.Is(err, ErrPAMUnavailable) {
 		t.Fatalf("Login = %v; want ErrPAMUnavailable", err)
 	}
-	if recs := readAudit(t, layout); len(recs) != 1 || recs[0].Result != "error" {
-		t.Errorf("audit %+v; want one error record", recs)
+	if recs := readAudit(t, layout); len(recs) != 2 || recs[0].Result != "attempt" || recs[1].Result != "error" {
+		t.Errorf("audit %+v; want an attempt and an error record", recs)
 	}
 }

@@ -17,6 +17,15 @@ import (
 )
 
 // The failed-login policy, per user name (known or not).
+//
+// Every attempt that reaches PAM is counted as a failure before PAM is
+// asked, in the same locked read-modify-write that checks the wait (see
+// limiter.begin): parallel attempts cannot all pass the check while PAM
+// runs, and a caller that hangs up during PAM's fail delay (the console
+// quits, its PAM helper is killed) has still paid for its guess. Login then
+// settles the attempt: a success clears the record, a refusal leaves the
+// failure in place, and a failure of the machinery with the caller still
+// waiting takes it back (limiter.undo).
 const (
 	freeFailures   = 3               // consecutive failures that cost nothing beyond PAM's fail delay
 	firstLockout   = 5 * time.Second // the wait after the first failure beyond the free ones
@@ -47,7 +56,8 @@ func retryDelay(failures int) time.Duration {
 	return d
 }
 
-// failureRecord is one user name's run of consecutive failures.
+// failureRecord is one user name's run of consecutive failures (attempts
+// still in PAM included).
 type failureRecord struct {
 	Failures int       `json:"failures"`
 	Last     time.Time `json:"last"`
@@ -55,17 +65,21 @@ type failureRecord struct {
 
 // failureState is <RunDir>/auth-failures.json. It lives in the runtime
 // directory so that every console process and a restarted dcui share it; a
-// reboot clears it.
+// reboot clears it. Records are keyed by loginName.key, a keyed hash of the
+// name as typed, never by the name: a password typed into the User field
+// must not end up in a file.
 type failureState struct {
 	Version int                      `json:"version"`
-	Users   map[string]failureRecord `json:"users"`
+	Records map[string]failureRecord `json:"records"`
 }
 
-const failureStateVersion = 1
+// failureStateVersion 2 keys records by a hash of the name; version 1 (raw
+// names) is read as corrupt and replaced.
+const failureStateVersion = 2
 
-// wait is how long user must still wait at now.
-func (s *failureState) wait(user string, now time.Time) time.Duration {
-	r, ok := s.Users[user]
+// wait is how long the name with record key must still wait at now.
+func (s *failureState) wait(key string, now time.Time) time.Duration {
+	r, ok := s.Records[key]
 	if !ok {
 		return 0
 	}
@@ -75,33 +89,49 @@ func (s *failureState) wait(user string, now time.Time) time.Duration {
 	return min(max(left, 0), d)
 }
 
-// fail records a failure of user at now.
-func (s *failureState) fail(user string, now time.Time) {
-	r := s.Users[user]
+// fail records a failure of key at now.
+func (s *failureState) fail(key string, now time.Time) {
+	r := s.Records[key]
 	r.Failures++
 	r.Last = now
-	s.Users[user] = r
+	s.Records[key] = r
+}
+
+// undo takes back one failure of key, if a success has not cleared the
+// record meanwhile. Last stays: other attempts may have set it since.
+func (s *failureState) undo(key string) bool {
+	r, ok := s.Records[key]
+	if !ok {
+		return false
+	}
+	if r.Failures <= 1 {
+		delete(s.Records, key)
+		return true
+	}
+	r.Failures--
+	s.Records[key] = r
+	return true
 }
 
 // prune forgets records older than forgetFailures and keeps at most
 // maxRecords, the most recent ones. It reports whether it changed anything.
 func (s *failureState) prune(now time.Time) bool {
-	n := len(s.Users)
-	for u, r := range s.Users {
+	n := len(s.Records)
+	for k, r := range s.Records {
 		if now.Sub(r.Last) > forgetFailures {
-			delete(s.Users, u)
+			delete(s.Records, k)
 		}
 	}
-	if len(s.Users) <= maxRecords {
-		return len(s.Users) != n
+	if len(s.Records) <= maxRecords {
+		return len(s.Records) != n
 	}
-	names := make([]string, 0, len(s.Users))
-	for u := range s.Users {
-		names = append(names, u)
+	keys := make([]string, 0, len(s.Records))
+	for k := range s.Records {
+		keys = append(keys, k)
 	}
-	slices.SortFunc(names, func(a, b string) int { return s.Users[b].Last.Compare(s.Users[a].Last) })
-	for _, u := range names[maxRecords:] {
-		delete(s.Users, u)
+	slices.SortFunc(keys, func(a, b string) int { return s.Records[b].Last.Compare(s.Records[a].Last) })
+	for _, k := range keys[maxRecords:] {
+		delete(s.Records, k)
 	}
 	return true
 }
@@ -116,29 +146,37 @@ type limiter struct {
 func (l *limiter) statePath() string { return filepath.Join(l.dir, "auth-failures.json") }
 func (l *limiter) lockPath() string  { return filepath.Join(l.dir, "auth-failures.lock") }
 
-// check returns how long user must wait before PAM may be asked again.
-func (l *limiter) check(ctx context.Context, user string, now time.Time) (time.Duration, error) {
+// begin is the one locked step before PAM: it returns how long the name
+// with record key must still wait and, when that is nothing, records the
+// attempt as a failure straight away. Checking and counting in one step is
+// what keeps parallel attempts from all passing the check while PAM runs,
+// and counting before PAM is what makes a hang-up during PAM's fail delay
+// cost as much as a wrong answer.
+func (l *limiter) begin(ctx context.Context, key string, now time.Time) (time.Duration, error) {
 	var wait time.Duration
 	err := l.update(ctx, now, func(s *failureState) bool {
-		wait = s.wait(user, now)
-		return false
+		if wait = s.wait(key, now); wait > 0 {
+			return false
+		}
+		s.fail(key, now)
+		return true
 	})
 	return wait, err
 }
 
-func (l *limiter) fail(ctx context.Context, user string, now time.Time) error {
-	return l.update(ctx, now, func(s *failureState) bool {
-		s.fail(user, now)
-		return true
-	})
+// undo takes back the failure begin recorded, for an attempt that the
+// machinery, not the caller, cut short.
+func (l *limiter) undo(ctx context.Context, key string) error {
+	return l.update(ctx, time.Time{}, func(s *failureState) bool { return s.undo(key) })
 }
 
-func (l *limiter) clear(ctx context.Context, user string) error {
+// clear forgets key's failures after a success.
+func (l *limiter) clear(ctx context.Context, key string) error {
 	return l.update(ctx, time.Time{}, func(s *failureState) bool {
-		if _, ok := s.Users[user]; !ok {
+		if _, ok := s.Records[key]; !ok {
 			return false
 		}
-		delete(s.Users, user)
+		delete(s.Records, key)
 		return true
 	})
 }
@@ -146,6 +184,36 @@ func (l *limiter) clear(ctx context.Context, user string) error {
 // update prunes the state at now (a zero now skips that), runs fn on it
 // under the lock, and writes it back when either changed it.
 func (l *limiter) update(ctx context.Context, now time.Time, fn func(*failureState) bool) error {
+	return l.locked(ctx, func() error {
+		s, err := l.read()
+		changed := false
+		if errors.Is(err, errCorrupt) {
+			// Start over rather than disable the limit for good, and
+			// rewrite now: a version 1 file holds names as typed.
+			l.log.Warn("failed-login state unreadable; starting afresh", "err", err)
+			s, err, changed = newFailureState(), nil, true
+		}
+		if err != nil {
+			return err
+		}
+		if !now.IsZero() && s.prune(now) {
+			changed = true
+		}
+		if !fn(s) && !changed {
+			return nil
+		}
+		b, err := json.Marshal(s)
+		if err != nil {
+			return fmt.Errorf("failed-login state: %w", err)
+		}
+		// RunDir is a tmpfs: an fsync buys nothing.
+		return atomicfile.WriteVolatile(l.statePath(), b, 0o600)
+	})
+}
+
+// locked runs fn holding the lock of the failed-login state, waiting at
+// most lockWait for it.
+func (l *limiter) locked(ctx context.Context, fn func() error) error {
 	if err := os.MkdirAll(l.dir, 0o700); err != nil {
 		return fmt.Errorf("failed-login state: %w", err)
 	}
@@ -156,36 +224,13 @@ func (l *limiter) update(ctx context.Context, now time.Time, fn func(*failureSta
 		return fmt.Errorf("failed-login state: %w", err)
 	}
 	defer lk.Release()
-
-	s, err := l.read()
-	if errors.Is(err, errCorrupt) {
-		// Start over rather than disable the limit for good: the next
-		// write replaces the file.
-		l.log.Warn("failed-login state unreadable; starting afresh", "err", err)
-		s, err = newFailureState(), nil
-	}
-	if err != nil {
-		return err
-	}
-	changed := false
-	if !now.IsZero() {
-		changed = s.prune(now)
-	}
-	if !fn(s) && !changed {
-		return nil
-	}
-	b, err := json.Marshal(s)
-	if err != nil {
-		return fmt.Errorf("failed-login state: %w", err)
-	}
-	// RunDir is a tmpfs: an fsync buys nothing.
-	return atomicfile.WriteVolatile(l.statePath(), b, 0o600)
+	return fn()
 }
 
 var errCorrupt = errors.New("corrupt")
 
 func newFailureState() *failureState {
-	return &failureState{Version: failureStateVersion, Users: map[string]failureRecord{}}
+	return &failureState{Version: failureStateVersion, Records: map[string]failureRecord{}}
 }
 
 func (l *limiter) read() (*failureState, error) {
@@ -204,8 +249,8 @@ func (l *limiter) read() (*failureState, error) {
 	if got.Version != failureStateVersion {
 		return nil, fmt.Errorf("failed-login state %s: %w: version %d, want %d", l.statePath(), errCorrupt, got.Version, failureStateVersion)
 	}
-	if got.Users != nil {
-		s.Users = got.Users
+	if got.Records != nil {
+		s.Records = got.Records
 	}
 	return s, nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -205,46 +206,214 @@ func TestFailureStatePrune(t *testing.T) {
 	now := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
 	s := newFailureState()
 	for i := range maxRecords + 10 {
-		s.Users[fmt.Sprintf("u%04d", i)] = failureRecord{Failures: 1, Last: now.Add(time.Duration(i) * time.Millisecond)}
+		s.Records[fmt.Sprintf("u%04d", i)] = failureRecord{Failures: 1, Last: now.Add(time.Duration(i) * time.Millisecond)}
 	}
-	s.Users["old"] = failureRecord{Failures: 9, Last: now.Add(-forgetFailures - time.Second)}
+	s.Records["old"] = failureRecord{Failures: 9, Last: now.Add(-forgetFailures - time.Second)}
 	s.prune(now.Add(time.Second))
-	if len(s.Users) != maxRecords {
-		t.Fatalf("%d records after prune; want %d", len(s.Users), maxRecords)
+	if len(s.Records) != maxRecords {
+		t.Fatalf("%d records after prune; want %d", len(s.Records), maxRecords)
 	}
-	if _, ok := s.Users["old"]; ok {
+	if _, ok := s.Records["old"]; ok {
 		t.Error("a record older than 15 min survived")
 	}
 	for i := range 10 {
-		if _, ok := s.Users[fmt.Sprintf("u%04d", i)]; ok {
+		if _, ok := s.Records[fmt.Sprintf("u%04d", i)]; ok {
 			t.Errorf("u%04d (among the oldest) kept; want the most recent records kept", i)
 		}
 	}
-	if _, ok := s.Users[fmt.Sprintf("u%04d", maxRecords+9)]; !ok {
+	if _, ok := s.Records[fmt.Sprintf("u%04d", maxRecords+9)]; !ok {
 		t.Error("the newest record was dropped")
 	}
 }
 
-// Two consoles failing at the same time must both be counted.
-func TestRateLimitConcurrentFailures(t *testing.T) {
+// Consoles starting attempts at the same time must all be counted, and
+// only as many pass as the policy lets through one after another.
+func TestRateLimitConcurrentBegin(t *testing.T) {
 	h := newHarness(t)
 	l := h.a.limiter()
-	done := make(chan error)
-	for range 8 {
-		go func() { done <- l.fail(context.Background(), "alice", h.clock.Now()) }()
+	type result struct {
+		wait time.Duration
+		err  error
 	}
+	done := make(chan result)
 	for range 8 {
-		if err := <-done; err != nil {
-			t.Fatal(err)
+		go func() {
+			w, err := l.begin(context.Background(), "k", h.clock.Now())
+			done <- result{w, err}
+		}()
+	}
+	passed := 0
+	for range 8 {
+		r := <-done
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.wait == 0 {
+			passed++
 		}
 	}
 	s, err := l.read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := s.Users["alice"].Failures; got != 8 {
-		t.Errorf("failures = %d; want 8", got)
+	if got := s.Records["k"].Failures; got != freeFailures+1 || passed != freeFailures+1 {
+		t.Errorf("%d attempts passed, %d failures recorded; want %d and %d", passed, got, freeFailures+1, freeFailures+1)
 	}
+}
+
+// TestLoginParallelAttempts: attempts made while others are still in PAM
+// must not all pass the check; as many reach PAM as would one after
+// another (the free failures, then the one that earns the first lockout).
+func TestLoginParallelAttempts(t *testing.T) {
+	h := newHarness(t)
+	h.pam.delay = 300 * time.Millisecond
+	const n = 10
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			_, err := h.login("alice", "wrong")
+			errs <- err
+		}()
+	}
+	limited := 0
+	for range n {
+		err := <-errs
+		switch {
+		case errors.Is(err, ErrRateLimited):
+			limited++
+		case !errors.Is(err, ErrBadCredentials):
+			t.Errorf("Login = %v; want bad credentials or rate limited", err)
+		}
+	}
+	allowed := freeFailures + 1
+	if got := h.pam.Calls(); got != allowed || limited != n-allowed {
+		t.Errorf("%d parallel attempts: %d reached PAM, %d rate limited; want %d and %d", n, got, limited, allowed, n-allowed)
+	}
+	// Each refused attempt is counted once: before PAM, not again after.
+	if got := h.failures(t, "alice"); got != allowed {
+		t.Errorf("failures recorded = %d; want %d", got, allowed)
+	}
+}
+
+// TestLoginHangUpDuringPAM: PAM sleeps through its fail delay on a wrong
+// password; a caller that hangs up meanwhile (the console quits, its PAM
+// helper is killed) must have paid for the guess already.
+func TestLoginHangUpDuringPAM(t *testing.T) {
+	h := newHarness(t)
+	h.pam.delay = time.Hour // the fail delay, as far as the caller waits
+	h.pam.during = func(user string) {
+		// What a console killed now leaves behind: the failure counted and
+		// the attempt audited.
+		if got := h.failures(t, user); got < 1 {
+			t.Errorf("while PAM runs: %d failures recorded; want the attempt counted", got)
+		}
+		recs := readAudit(t, h.layout)
+		if len(recs) == 0 || recs[len(recs)-1].Result != "attempt" {
+			t.Errorf("while PAM runs: audit %+v; want an attempt line last", recs)
+		}
+	}
+	for i := 1; i <= freeFailures+1; i++ {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_, err := h.a.Login(ctx, "alice", "guess", "ttyS0")
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("hang-up %d: Login = %v; want the context's error", i, err)
+		}
+		if got := h.failures(t, "alice"); got != i {
+			t.Fatalf("after hang-up %d: %d failures recorded; want %d", i, got, i)
+		}
+	}
+	// An explicit cancel (the caller gone) counts the same.
+	ctx, cancel := context.WithCancel(context.Background())
+	h.a.pam = func(ctx context.Context, _, _, _, _ string) error {
+		cancel()
+		return fmt.Errorf("pam: %w", ctx.Err())
+	}
+	h.clock.Advance(retryDelay(freeFailures + 1))
+	if _, err := h.a.Login(ctx, "alice", "guess", "ttyS0"); !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Login = %v; want context.Canceled", err)
+	}
+	if got := h.failures(t, "alice"); got != freeFailures+2 {
+		t.Errorf("after a cancel: %d failures recorded; want %d", got, freeFailures+2)
+	}
+	if _, err := h.login("alice", testPassword); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("after the hang-ups: %v; want rate limited", err)
+	}
+	var results []string
+	for _, r := range readAudit(t, h.layout) {
+		results = append(results, r.Result)
+	}
+	want := slices.Repeat([]string{"attempt", "error"}, freeFailures+2)
+	want = append(want, "rate-limited")
+	if !slices.Equal(results, want) {
+		t.Errorf("audit results %q; want %q", results, want)
+	}
+}
+
+// TestLoginFailureAccounting: how each outcome settles the failure counted
+// before PAM.
+func TestLoginFailureAccounting(t *testing.T) {
+	stackErr := errors.New("pam start: Critical error - immediate abort")
+	tests := []struct {
+		name  string
+		user  string
+		pw    string
+		setup func(h *harness)
+		ctx   func() (context.Context, context.CancelFunc)
+		want  int // failures after 2 earlier failures and this attempt
+	}{
+		{name: "success clears", user: "alice", pw: testPassword, want: 0},
+		{name: "wrong password counts once", user: "alice", pw: "wrong", want: 3},
+		{name: "unknown user counts once", user: "mallory", pw: "wrong", want: 3},
+		{name: "account refused counts once", user: "bob", pw: testPassword, want: 3},
+		{name: "not an admin counts once", user: "carol", pw: testPassword, want: 3},
+		{name: "broken PAM stack is taken back", user: "alice", pw: testPassword,
+			setup: func(h *harness) { h.pam.stackErr = stackErr }, want: 2},
+		{name: "user database unreadable after PAM is taken back", user: "eve", pw: testPassword,
+			setup: func(h *harness) { h.pam.password["eve"] = testPassword }, want: 2},
+		{name: "PAM helper dead without an answer is taken back", user: "alice", pw: testPassword,
+			setup: func(h *harness) {
+				h.a.pam = processPAM(writeScript(t, "#!/bin/sh\nkill -9 $$\n"))
+			}, want: 2},
+		{name: "caller out of time during PAM still counts", user: "alice", pw: "wrong",
+			setup: func(h *harness) { h.pam.delay = time.Hour },
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 20*time.Millisecond)
+			}, want: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t)
+			for range 2 {
+				h.login(tt.user, "wrong")
+			}
+			if got := h.failures(t, tt.user); got != 2 {
+				t.Fatalf("setup: %d failures; want 2", got)
+			}
+			if tt.setup != nil {
+				tt.setup(h)
+			}
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tt.ctx != nil {
+				ctx, cancel = tt.ctx()
+			}
+			defer cancel()
+			h.a.Login(ctx, tt.user, tt.pw, "tty1")
+			if got := h.failures(t, tt.user); got != tt.want {
+				t.Errorf("failures = %d; want %d", got, tt.want)
+			}
+		})
+	}
+}
+
+// writeScript writes an executable shell script and returns its path.
+func writeScript(t *testing.T, script string) string {
+	t.Helper()
+	exe := filepath.Join(t.TempDir(), "helper")
+	if err := os.WriteFile(exe, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return exe
 }
 
 func contains(err error, s string) bool {
