@@ -235,6 +235,16 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, nil
 	case appTickMsg:
 		return m, m.onTick()
+	case common.ActivityMsg:
+		if m.idle != nil && m.mode == modePages {
+			m.idle.Touch()
+		}
+		return m, nil
+	case common.LockMsg:
+		if m.mode == modePages {
+			m.lock(msg.Why)
+		}
+		return m, nil
 	case loginResultMsg:
 		return m, m.onLogin(msg)
 	case lockResultMsg:

@@ -469,3 +469,22 @@ func TestPasteAfterIdleTimeoutLocks(t *testing.T) {
 		t.Fatal("a paste after the idle timeout kept the session")
 	}
 }
+
+// TestScreenActivityAndLock: a screen that had the terminal (a VM
+// console) reports activity the app did not see, or asks to lock.
+func TestScreenActivityAndLock(t *testing.T) {
+	r := newRig(t, term.Rich, Options{})
+	r.login("alice", "s3cret")
+	r.idle.expired = true
+	r.run(common.ActivityMsg{})
+	if r.idle.expired {
+		t.Error("ActivityMsg did not restart the idle timer")
+	}
+	r.run(common.LockMsg{Why: "after 5m0s without input in a VM console"})
+	if r.m.Session().LoggedIn() {
+		t.Fatal("LockMsg did not lock")
+	}
+	if !strings.Contains(r.screen(), "without input in a VM console") {
+		t.Errorf("lock reason not shown:\n%s", r.screen())
+	}
+}

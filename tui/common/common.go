@@ -6,6 +6,7 @@ package common
 import (
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"charm.land/bubbles/v2/key"
@@ -141,4 +142,45 @@ func Fit(lines []string, w, h int, ellipsis string) string {
 		out = append(out, l)
 	}
 	return strings.Join(out, "\n")
+}
+
+// Messages from screens to the app.
+type (
+	// ActivityMsg says the operator was active where the app could not
+	// see it (in a VM console that had the terminal): the idle timer
+	// restarts.
+	ActivityMsg struct{}
+	// LockMsg asks the app to lock the console now, saying why.
+	LockMsg struct{ Why string }
+)
+
+// Foreground holds the cancel function of what has the terminal while
+// Bubble Tea has released it (a VM console), so a SIGTERM or SIGHUP can
+// end it: Bubble Tea does not watch signals then.
+type Foreground struct {
+	mu     sync.Mutex
+	cancel func()
+}
+
+// Set records cancel (nil clears it).
+func (f *Foreground) Set(cancel func()) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	f.cancel = cancel
+	f.mu.Unlock()
+}
+
+// Cancel ends what has the terminal, if anything.
+func (f *Foreground) Cancel() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	c := f.cancel
+	f.mu.Unlock()
+	if c != nil {
+		c()
+	}
 }

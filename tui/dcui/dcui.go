@@ -145,7 +145,8 @@ func Main() (code int) {
 	c.Session.TTY = tty
 	bi := buildinfo.Get()
 	st := status.New(c, status.LiveSources(layout, "/", log), status.Options{Product: "virtcon", Version: bi.Version})
-	pages := livePages(c, layout, log, f.Root)
+	fg := &common.Foreground{}
+	pages := livePages(c, layout, log, f.IdleTimeout, fg)
 	// PAM runs in a child process (cmd/dcui calls auth.MaybeRunPAMHelper):
 	// its modules' memory and crashes stay out of the console
 	self, err := os.Executable()
@@ -192,16 +193,20 @@ func Main() (code int) {
 	log.Info("dcui start", "version", bi.Version, "tier", tier.String(), "tty", tty, "term", os.Getenv("TERM"), "pid", os.Getpid())
 
 	p := newProgram(m, tier)
-	// a hung-up line (serial cable, closed SSH) ends the program cleanly;
-	// SIGINT/SIGTERM are Bubble Tea's own
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
+	// a hung-up line (serial cable, closed SSH) or SIGTERM (systemd, a
+	// getty restart) ends the program cleanly, also while a VM console has
+	// the terminal (Bubble Tea ignores signals then): the console is ended
+	// first, then the program quits and restores the terminal
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM)
 	go func() {
-		if _, ok := <-hup; ok {
+		if sig, ok := <-sigs; ok {
+			log.Info("signal: quitting", "signal", sig.String())
+			fg.Cancel()
 			p.Quit()
 		}
 	}()
-	defer signal.Stop(hup)
+	defer signal.Stop(sigs)
 	_, err = p.Run()
 	m.Close()
 	if err != nil {

@@ -2,6 +2,7 @@ package dcui
 
 import (
 	"log/slog"
+	"time"
 
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/paths"
@@ -31,13 +32,14 @@ type pageDeps struct {
 }
 
 // livePages builds the screens after login over the real core, in tab
-// order. root is the --root flag, passed on to `virt vm console`.
-func livePages(c common.Common, layout paths.Layout, log *slog.Logger, root string) []app.Page {
+// order. idle is the idle timeout (a VM console detaches after it too); fg
+// lets the signal handler end a console that has the terminal.
+func livePages(c common.Common, layout paths.Layout, log *slog.Logger, idle time.Duration, fg *common.Foreground) []app.Page {
 	const hostRoot = "/"
 	mgr := vm.NewManager(vm.Options{Layout: layout, Logger: log, HostRoot: hostRoot})
 	return buildPages(c, pageDeps{
 		vms:         mgr,
-		vmOpts:      vms.Options{VirtPath: vms.FindVirt(), Root: root},
+		vmOpts:      vms.Options{IdleTimeout: idle, Foreground: fg},
 		network:     network.LiveSources(layout, log),
 		netOpts:     network.Options{DesiredFile: netcfg.DesiredFile(layout)},
 		hardware:    hardware.LiveSources(layout, hostRoot, log),

@@ -119,6 +119,10 @@ func (f *fakeVMs) Delete(_ context.Context, ref string, _ bool) error {
 	return f.record("delete", ref)
 }
 
+func (f *fakeVMs) Console(_ context.Context, ref string, _ io.Reader, _ io.Writer) error {
+	return f.record("console", ref)
+}
+
 // fakeNet is the network core: a static management address and one
 // bridge, matching the live state; nothing is ever applied.
 type fakeNet struct{}
@@ -150,6 +154,8 @@ var errNoHost = errors.New("the full-screen tests never change the host")
 
 func (fakeNet) LoadDesired() (*netcfg.Config, error)             { return netConfig(), nil }
 func (fakeNet) LoadApplied() (*netcfg.Config, error)             { return netConfig(), nil }
+func (fakeNet) LoadEffective() (*netcfg.Config, error)           { return netConfig(), nil }
+func (fakeNet) LoadDesiredOrFallback() (*netcfg.Config, string)  { return netConfig(), "" }
 func (fakeNet) ReadState(context.Context) (*netcfg.State, error) { return netState(), nil }
 func (fakeNet) PendingTry() (*netcfg.Pending, error)             { return nil, nil }
 func (fakeNet) ConfirmDesired() error                            { return errNoHost }

@@ -2,10 +2,9 @@ package vms
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -29,32 +28,21 @@ type Manager interface {
 	Stop(ctx context.Context, ref string, opts vm.StopOptions) error
 	Reboot(ctx context.Context, ref string) error
 	Delete(ctx context.Context, ref string, force bool) error
+	// Console attaches in and out to the VM's serial console until
+	// Ctrl-], EOF on in or ctx ends; it never stops the VM.
+	Console(ctx context.Context, ref string, in io.Reader, out io.Writer) error
 }
 
 var _ Manager = (*vm.Manager)(nil)
 
 // Options configure the screen.
 type Options struct {
-	// VirtPath is the `virt` binary the console runs; "" refuses the
-	// console (FindVirt finds it).
-	VirtPath string
-	// Root is virtcon's --root ("" or "/" for the real host).
-	Root string
-}
-
-// FindVirt returns the `virt` binary next to the running executable, else
-// the one on PATH, else "".
-func FindVirt() string {
-	if exe, err := os.Executable(); err == nil {
-		p := filepath.Join(filepath.Dir(exe), "virt")
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p
-		}
-	}
-	if p, err := exec.LookPath("virt"); err == nil {
-		return p
-	}
-	return ""
+	// IdleTimeout detaches a VM console nobody types into, and locks the
+	// DCUI (the console's own idle lock); 0 never does.
+	IdleTimeout time.Duration
+	// Foreground lets the program's signal handler end a console that has
+	// the terminal.
+	Foreground *common.Foreground
 }
 
 // Timeouts of the calls. Stop gets the guest's ACPI time plus room for
@@ -428,12 +416,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		return m, m.load()
 	case consoleDoneMsg:
-		if msg.err != nil {
+		switch {
+		case errors.Is(msg.err, errConsoleIdle):
+			m.info("console of " + msg.name + " detached: no input for " + m.opts.IdleTimeout.String())
+			lock := func() tea.Msg { return common.LockMsg{Why: "after " + m.opts.IdleTimeout.String() + " without input in a VM console"} }
+			return m, tea.Batch(lock, m.load())
+		case msg.err != nil:
 			m.fail("console " + msg.name + ": " + msg.err.Error())
-		} else {
+		default:
 			m.info("console closed (" + msg.name + " keeps running)")
 		}
-		return m, m.load()
+		// typing in the console was activity the DCUI did not see
+		return m, tea.Batch(func() tea.Msg { return common.ActivityMsg{} }, m.load())
 	case tea.KeyPressMsg:
 		return m, m.key(msg)
 	}
@@ -662,37 +656,26 @@ func (m *Model) run(a action, e vm.Entry) tea.Cmd {
 	}
 }
 
-// console runs `virt vm console NAME` on the terminal; the program is
-// suspended until the operator detaches with Ctrl-].
+// console gives the terminal to the VM's serial console (what `virt vm
+// console NAME` does) until the operator detaches with Ctrl-].
 func (m *Model) console(e vm.Entry) tea.Cmd {
-	if m.opts.VirtPath == "" {
-		m.fail("virt binary not found: cannot open the console")
-		return nil
-	}
 	if !running(e) {
 		m.warn(e.Name + " is not running: start it first")
 		return nil
 	}
 	m.msg = ""
-	name := e.Name
-	return tea.ExecProcess(consoleCommand(m.opts.VirtPath, m.opts.Root, e), func(err error) tea.Msg {
-		return consoleDoneMsg{name: name, err: err}
+	return tea.Exec(m.consoleExec(e), func(err error) tea.Msg {
+		return consoleDoneMsg{name: e.Name, err: err}
 	})
 }
 
-// consoleCommand is `virt [--root ROOT] vm console NAME`: arguments, never
-// a shell string.
-func consoleCommand(virt, root string, e vm.Entry) *exec.Cmd {
-	var args []string
-	if root != "" && root != "/" {
-		args = append(args, "--root", root)
-	}
+func (m *Model) consoleExec(e vm.Entry) *consoleExec {
 	// the UUID is the VM's identity: a name is only a label
 	ref := e.UID
 	if ref == "" {
 		ref = e.Name
 	}
-	return exec.Command(virt, append(args, "vm", "console", "--", ref)...)
+	return &consoleExec{mgr: m.mgr, ref: ref, name: m.clean(e.Name), idle: m.opts.IdleTimeout, fg: m.opts.Foreground}
 }
 
 func (m *Model) ok(s string)   { m.msg = m.c.Styles.Badgef(styles.OK) + " " + m.clean(s) }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -93,6 +92,37 @@ func (f *fakeManager) Delete(ctx context.Context, ref string, force bool) error 
 	return f.record(ctx, call{op: "delete", ref: ref, force: force})
 }
 
+// Console echoes in to out until Ctrl-] or ctx ends, like the core.
+func (f *fakeManager) Console(ctx context.Context, ref string, in io.Reader, out io.Writer) error {
+	if err := f.record(ctx, call{op: "console", ref: ref}); err != nil {
+		return err
+	}
+	done := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64)
+		for {
+			n, err := in.Read(buf)
+			for _, b := range buf[:n] {
+				if b == 0x1d {
+					done <- nil
+					return
+				}
+				out.Write([]byte{b})
+			}
+			if err != nil {
+				done <- nil
+				return
+			}
+		}
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return nil
+	}
+}
+
 func (f *fakeManager) actions() []call {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -111,7 +141,7 @@ func newModel(t *testing.T, tier term.Tier, f *fakeManager, sess *common.Session
 	t.Helper()
 	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Session = sess
-	m := New(c, f, Options{VirtPath: "/usr/bin/virt", Root: "/"})
+	m := New(c, f, Options{IdleTimeout: 5 * time.Minute, Foreground: &common.Foreground{}})
 	m.SetSize(areaW, areaH)
 	return m
 }
@@ -382,15 +412,6 @@ func TestConsole(t *testing.T) {
 		t.Errorf("no console failure message:\n%s", screen(m))
 	}
 
-	m.opts.VirtPath = ""
-	if _, cmd := m.Update(tuitest.Key("c")); cmd != nil {
-		t.Errorf("console without a virt binary returned a command")
-	}
-	if !strings.Contains(screen(m), "virt binary not found") {
-		t.Errorf("no 'virt binary not found':\n%s", screen(m))
-	}
-
-	m.opts.VirtPath = "/usr/bin/virt"
 	m.c.Session.Writer = false
 	if _, cmd := m.Update(tuitest.Key("c")); cmd != nil {
 		t.Errorf("read-only console returned a command")
@@ -399,27 +420,6 @@ func TestConsole(t *testing.T) {
 		t.Errorf("no read-only refusal:\n%s", screen(m))
 	}
 }
-
-func TestConsoleArgs(t *testing.T) {
-	tests := []struct {
-		root string
-		e    vm.Entry
-		want string
-	}{
-		{"/", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt vm console -- " + uid(1)},
-		{"", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt vm console -- " + uid(1)},
-		{"/tmp/r", vm.Entry{Name: "web-01", UID: uid(1)}, "/opt/virt --root /tmp/r vm console -- " + uid(1)},
-		{"/", vm.Entry{Name: "-x", UID: uid(2)}, "/opt/virt vm console -- " + uid(2)},
-		{"/", vm.Entry{Name: "legacy"}, "/opt/virt vm console -- legacy"},
-	}
-	for _, tt := range tests {
-		got := strings.Join(consoleCommand("/opt/virt", tt.root, tt.e).Args, " ")
-		if got != tt.want {
-			t.Errorf("consoleCommand(%q, %q) = %q; want %q", tt.root, tt.e.Name, got, tt.want)
-		}
-	}
-}
-
 func TestCLI(t *testing.T) {
 	tests := []struct {
 		keys []string
@@ -618,24 +618,6 @@ func TestKeysAvoidReserved(t *testing.T) {
 		}
 	}
 }
-
-func TestFindVirt(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("PATH", dir)
-	if got := FindVirt(); got != "" {
-		t.Errorf("FindVirt() = %q with no virt anywhere; want \"\"", got)
-	}
-	p := dir + "/virt"
-	if err := os.WriteFile(p, []byte("#!/bin/sh\n"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if got := FindVirt(); got != p {
-		t.Errorf("FindVirt() = %q; want %q from PATH", got, p)
-	}
-}
-
-// TestHardActionsNeedConfirmation: force stop and reset lose the guest's
-// unwritten data: a stray key only opens the dialog, any key but y cancels.
 func TestHardActionsNeedConfirmation(t *testing.T) {
 	for _, k := range []string{"f", "b"} {
 		f := &fakeManager{entries: fakeEntries()}

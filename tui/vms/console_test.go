@@ -1,0 +1,100 @@
+package vms
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/virtcon/virtcon/tui/common"
+)
+
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *lockedBuf) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// runConsole runs a consoleExec over a pipe as Bubble Tea would.
+func runConsole(t *testing.T, idle time.Duration, fg *common.Foreground) (w *io.PipeWriter, out, errOut *lockedBuf, done chan error) {
+	t.Helper()
+	r, w := io.Pipe()
+	out, errOut = &lockedBuf{}, &lockedBuf{}
+	c := &consoleExec{mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: idle, fg: fg}
+	c.SetStdin(r)
+	c.SetStdout(out)
+	c.SetStderr(errOut)
+	done = make(chan error, 1)
+	go func() { done <- c.Run() }()
+	t.Cleanup(func() { w.Close() })
+	return w, out, errOut, done
+}
+
+func wait(t *testing.T, done chan error) error {
+	t.Helper()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("console still attached after 5 s")
+		return nil
+	}
+}
+
+func TestConsoleExecDetach(t *testing.T) {
+	w, out, errOut, done := runConsole(t, time.Minute, &common.Foreground{})
+	w.Write([]byte("uname\r"))
+	w.Write([]byte{0x1d})
+	if err := wait(t, done); err != nil {
+		t.Fatalf("Run = %v; want nil after Ctrl-]", err)
+	}
+	if got := out.String(); got != "uname\r" {
+		t.Errorf("console got %q; want the typed text", got)
+	}
+	if e := errOut.String(); !strings.Contains(e, "Detach with Ctrl-]") || !strings.Contains(e, "Detached from web-01 (the VM keeps running)") {
+		t.Errorf("messages = %q", e)
+	}
+}
+
+// TestConsoleExecIdle: nobody types for the idle timeout: the console
+// detaches and says why; typing keeps it open.
+func TestConsoleExecIdle(t *testing.T) {
+	w, _, errOut, done := runConsole(t, 1500*time.Millisecond, &common.Foreground{})
+	for range 3 { // input keeps it attached past the timeout
+		time.Sleep(700 * time.Millisecond)
+		w.Write([]byte("x"))
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("console detached while typed into: %v", err)
+	default:
+	}
+	start := time.Now()
+	err := wait(t, done)
+	if !errors.Is(err, errConsoleIdle) {
+		t.Fatalf("Run = %v; want errConsoleIdle", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("idle detach took %s after the last input; want about 1.5 s", took)
+	}
+	if !strings.Contains(errOut.String(), "without input") {
+		t.Errorf("messages = %q", errOut.String())
+	}
+}
+
+// TestConsoleExecForegroundCancel: the signal handler ends the console.
+func TestConsoleExecForegroundCancel(t *testing.T) {
+	fg := &common.Foreground{}
+	_, _, _, done := runConsole(t, time.Minute, fg)
+	time.Sleep(100 * time.Millisecond)
+	fg.Cancel()
+	if err := wait(t, done); errors.Is(err, errConsoleIdle) {
+		t.Fatalf("Run = %v after a cancel; want no idle error", err)
+	}
+	fg.Cancel() // nothing left to cancel: a no-op
+}
