@@ -419,7 +419,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		switch {
 		case errors.Is(msg.err, errConsoleIdle):
 			m.info("console of " + msg.name + " detached: no input for " + m.opts.IdleTimeout.String())
-			lock := func() tea.Msg { return common.LockMsg{Why: "after " + m.opts.IdleTimeout.String() + " without input in a VM console"} }
+			lock := func() tea.Msg {
+				return common.LockMsg{Why: "after " + m.opts.IdleTimeout.String() + " without input in a VM console"}
+			}
 			return m, tea.Batch(lock, m.load())
 		case msg.err != nil:
 			m.fail("console " + msg.name + ": " + msg.err.Error())
