@@ -318,10 +318,11 @@ func TestIntegrationDCUIStartVM(t *testing.T) {
 		tt.keys(false, "Tab")
 		time.Sleep(200 * time.Millisecond)
 	}
+	tt.waitFor(10*time.Second, "dcui-42") // the log's tail has loaded
 	tt.keys(true, "/")
 	tt.keys(true, "GUEST-READY")
 	tt.keys(false, "Enter")
-	tt.waitFor(10*time.Second, "match 1/1", "VIRTCON-GUEST-READY")
+	tt.waitFor(10*time.Second, "match 1/", "VIRTCON-GUEST-READY")
 }
 
 // TestIntegrationDCUIZeroSizePTY: a tty that reports 0x0 (serial lines
@@ -466,5 +467,34 @@ func TestIntegrationDCUINetworkTry(t *testing.T) {
 	}
 	if out, err := exec.Command("tar", "-tzf", bundles[0]).Output(); err != nil || !strings.Contains(string(out), "checks.json") {
 		t.Errorf("bundle %s lists %q (%v); want checks.json among its parts", bundles[0], out, err)
+	}
+}
+
+// TestIntegrationDCUIConsoleIdle: a VM console left open on the host
+// console detaches after the idle timeout and the DCUI locks; the VM runs
+// on.
+func TestIntegrationDCUIConsoleIdle(t *testing.T) {
+	r := newDCUIRig(t)
+	g := requireGuest(t)
+	name := "idle-" + randHex(t, 3)
+	uid := createGuest(t, r.root, name, g.initrd, true)
+	t.Cleanup(func() { killUnder(r.root) })
+	waitLog(t, r.root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
+
+	tt := startTerm(t, "linux", r.argv("--idle-timeout", "5s")...)
+	tt.waitFor(10*time.Second, "F2/l")
+	tt.login(r.admin, r.password)
+	tt.waitFor(15*time.Second, "[RW]")
+	tt.keys(true, "v")
+	tt.waitFor(10*time.Second, name, vm.PhaseRunning)
+	tt.keys(true, "c")
+	tt.waitFor(10*time.Second, "Detach with Ctrl-]")
+	start := time.Now()
+	tt.waitFor(15*time.Second, "Console locked", "without input")
+	if took := time.Since(start); took < 4*time.Second {
+		t.Errorf("locked %s after the console opened; want the 5 s idle timeout", took)
+	}
+	if e := entry(t, r.root, name); e.Phase != vm.PhaseRunning {
+		t.Errorf("VM %s is %s after the idle detach; want Running", name, e.Phase)
 	}
 }

@@ -146,7 +146,8 @@ func Main() (code int) {
 	bi := buildinfo.Get()
 	st := status.New(c, status.LiveSources(layout, "/", log), status.Options{Product: "virtcon", Version: bi.Version})
 	fg := &common.Foreground{}
-	pages := livePages(c, layout, log, f.IdleTimeout, fg)
+	idle := auth.NewIdleTimer(f.IdleTimeout)
+	pages := livePages(c, layout, log, f.IdleTimeout, fg, idle.Touch)
 	// PAM runs in a child process (cmd/dcui calls auth.MaybeRunPAMHelper):
 	// its modules' memory and crashes stay out of the console
 	self, err := os.Executable()
@@ -176,7 +177,7 @@ func Main() (code int) {
 		return l.Release, "", nil
 	}
 	hostname, _ := os.Hostname()
-	m := app.New(c, st, pages, login, locker, auth.NewIdleTimer(f.IdleTimeout), app.Options{
+	m := app.New(c, st, pages, login, locker, idle, app.Options{
 		Product: "virtcon", Version: bi.Version, TTY: tty, Kiosk: f.Console,
 		AdminGroup: f.AdminGroup, IdleTimeout: f.IdleTimeout, Hostname: hostname,
 	})

@@ -34,12 +34,12 @@ type pageDeps struct {
 // livePages builds the screens after login over the real core, in tab
 // order. idle is the idle timeout (a VM console detaches after it too); fg
 // lets the signal handler end a console that has the terminal.
-func livePages(c common.Common, layout paths.Layout, log *slog.Logger, idle time.Duration, fg *common.Foreground) []app.Page {
+func livePages(c common.Common, layout paths.Layout, log *slog.Logger, idle time.Duration, fg *common.Foreground, activity func()) []app.Page {
 	const hostRoot = "/"
 	mgr := vm.NewManager(vm.Options{Layout: layout, Logger: log, HostRoot: hostRoot})
 	return buildPages(c, pageDeps{
 		vms:         mgr,
-		vmOpts:      vms.Options{IdleTimeout: idle, Foreground: fg},
+		vmOpts:      vms.Options{IdleTimeout: idle, Foreground: fg, Activity: activity},
 		network:     network.LiveSources(layout, log),
 		netOpts:     network.Options{DesiredFile: netcfg.DesiredFile(layout)},
 		hardware:    hardware.LiveSources(layout, hostRoot, log),

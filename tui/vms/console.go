@@ -28,6 +28,11 @@ type consoleExec struct {
 	ref, name string
 	idle      time.Duration
 	fg        *common.Foreground
+	// activity is called on input and on a detach by the operator, from
+	// this goroutine: the DCUI's idle timer must count console typing
+	// before Bubble Tea takes the terminal back (its clock ticks queued
+	// while the console ran would otherwise lock an active operator out)
+	activity func()
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
@@ -58,7 +63,7 @@ func (c *consoleExec) Run() error {
 	c.fg.Set(func() { cancel(errors.New("terminated")) })
 	defer c.fg.Set(nil)
 
-	act := &activityReader{r: in}
+	act := &activityReader{r: in, onInput: c.activity}
 	act.touch()
 	if c.idle > 0 {
 		go func() {
@@ -84,14 +89,18 @@ func (c *consoleExec) Run() error {
 		fmt.Fprintf(c.stderr, "\r\nDetached from %s after %s without input (the VM keeps running).\r\n", c.name, c.idle)
 		return errConsoleIdle
 	}
+	if c.activity != nil {
+		c.activity()
+	}
 	fmt.Fprintf(c.stderr, "\r\nDetached from %s (the VM keeps running).\r\n", c.name)
 	return err
 }
 
 // activityReader records when input last arrived (monotonic clock).
 type activityReader struct {
-	r    io.Reader
-	last atomic.Int64 // nanoseconds since start
+	r       io.Reader
+	onInput func()       // nil: none
+	last    atomic.Int64 // nanoseconds since start
 }
 
 var start = time.Now()
@@ -106,6 +115,9 @@ func (a *activityReader) Read(p []byte) (int, error) {
 	n, err := a.r.Read(p)
 	if n > 0 {
 		a.touch()
+		if a.onInput != nil {
+			a.onInput()
+		}
 	}
 	return n, err
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -101,4 +102,42 @@ func TestConsoleExecForegroundCancel(t *testing.T) {
 		t.Fatalf("Run = %v after a cancel; want no idle error", err)
 	}
 	fg.Cancel() // nothing left to cancel: a no-op
+}
+
+// TestConsoleExecActivity: typing in the console and detaching count as
+// activity for the DCUI's idle timer; an idle detach does not.
+func TestConsoleExecActivity(t *testing.T) {
+	var n atomic.Int32
+	r, w := io.Pipe()
+	c := &consoleExec{mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: time.Minute,
+		fg: &common.Foreground{}, activity: func() { n.Add(1) }}
+	c.SetStdin(r)
+	c.SetStdout(io.Discard)
+	c.SetStderr(io.Discard)
+	done := make(chan error, 1)
+	go func() { done <- c.Run() }()
+	w.Write([]byte("ls\r"))
+	w.Write([]byte{0x1d})
+	if err := wait(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if n.Load() < 2 {
+		t.Errorf("activity called %d times for input and a detach; want at least 2", n.Load())
+	}
+
+	n.Store(0)
+	r2, w2 := io.Pipe()
+	defer w2.Close()
+	c2 := &consoleExec{mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: 500 * time.Millisecond,
+		fg: &common.Foreground{}, activity: func() { n.Add(1) }}
+	c2.SetStdin(r2)
+	c2.SetStdout(io.Discard)
+	c2.SetStderr(io.Discard)
+	go func() { done <- c2.Run() }()
+	if err := wait(t, done); !errors.Is(err, errConsoleIdle) {
+		t.Fatalf("Run = %v; want errConsoleIdle", err)
+	}
+	if n.Load() != 0 {
+		t.Errorf("an idle detach counted as activity (%d calls)", n.Load())
+	}
 }

@@ -43,6 +43,9 @@ type Options struct {
 	// Foreground lets the program's signal handler end a console that has
 	// the terminal.
 	Foreground *common.Foreground
+	// Activity is called (from the console's goroutine) when the operator
+	// types in a VM console: the DCUI's idle timer's Touch.
+	Activity func()
 }
 
 // Timeouts of the calls. Stop gets the guest's ACPI time plus room for
@@ -677,7 +680,7 @@ func (m *Model) consoleExec(e vm.Entry) *consoleExec {
 	if ref == "" {
 		ref = e.Name
 	}
-	return &consoleExec{mgr: m.mgr, ref: ref, name: m.clean(e.Name), idle: m.opts.IdleTimeout, fg: m.opts.Foreground}
+	return &consoleExec{mgr: m.mgr, ref: ref, name: m.clean(e.Name), idle: m.opts.IdleTimeout, fg: m.opts.Foreground, activity: m.opts.Activity}
 }
 
 func (m *Model) ok(s string)   { m.msg = m.c.Styles.Badgef(styles.OK) + " " + m.clean(s) }
