@@ -21,16 +21,17 @@ func newNetTestCmd(env *Env) *cobra.Command {
 		Use:   "test [--name NAME]",
 		Short: "Test the management network: link and carrier, addresses, gateway (ARP/NDP and ping), DNS servers",
 		Long: `Test the management interface of network.yaml (else of the applied
-configuration): its link is up with a carrier, each address is present (with
-DHCP: a leased IPv4 address), the gateway answers ARP or neighbour discovery
-and a ping, and each DNS server (network.yaml's, else those of
+configuration; while a try is pending, of the configuration on trial,
+network.yaml.pending): its link is up with a carrier, each address is present
+(with DHCP: a leased IPv4 address), the gateway answers ARP or neighbour
+discovery and a ping, and each DNS server (network.yaml's, else those of
 /etc/resolv.conf) answers a query. DNS servers are asked for "localhost."
 by default, which resolvers answer themselves (RFC 6761), so the test works
 without internet access; --name asks for a real name. Every check has its
 own timeout and they run at once. Exit code 3 when any check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := netcfg.LoadDesired(env.Layout())
+			cfg, err := netcfg.LoadEffective(env.Layout())
 			if err != nil {
 				return err
 			}
@@ -59,21 +60,34 @@ own timeout and they run at once. Exit code 3 when any check fails.`,
 	return cmd
 }
 
+// resetDHCPTry is reset-dhcp's default trial.
+const resetDHCPTry = 60 * time.Second
+
 func newNetResetDHCPCmd(env *Env) *cobra.Command {
 	var try time.Duration
 	cmd := &cobra.Command{
 		Use:   "reset-dhcp IFACE [--try 60s]",
-		Short: "Make the management interface DHCP on the NIC IFACE (no static address, gateway or VLAN) and apply",
+		Short: "Make the management interface DHCP on the NIC IFACE (no static address, gateway or VLAN) and apply on trial",
 		Long: `Reset the management network of network.yaml to DHCP on the NIC IFACE,
 dropping its static addresses, gateway, VLAN and MTU; bridges, VLANs, VM
 networks, DNS and the host name stay. IFACE must exist and must not be a port
-of a bridge of the file. This moves the default route, so it needs --try:
-the change rolls back at the deadline unless 'virt net confirm' runs.`,
+of a bridge of the file.
+
+Switching the management interface can cut off the session that runs this
+command, so the change is always a try (--try, 60s by default; 0 is refused):
+it rolls back at the deadline unless 'virt net confirm' runs.
+
+This is the way back from a broken configuration: when network.yaml cannot be
+read or decoded, the reset starts from the applied configuration (else an
+empty one) and says so on stderr; the confirm replaces network.yaml.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := desiredNetwork(env)
-			if err != nil {
-				return err
+			if try <= 0 {
+				return &UsageError{fmt.Errorf("net reset-dhcp: --try %v: the reset is always a try, since switching the management interface can cut off this session with nothing to roll it back; use --try 60s (the default) or longer", try)}
+			}
+			cfg, why := netcfg.LoadDesiredOrFallback(env.Layout())
+			if why != "" {
+				fmt.Fprintf(env.IO.ErrOut, "warning: %s\n", why)
 			}
 			st, err := netcfg.ReadState(cmd.Context())
 			if err != nil {
@@ -86,6 +100,6 @@ the change rolls back at the deadline unless 'virt net confirm' runs.`,
 			return applyEdited(cmd, env, cfg, try)
 		},
 	}
-	cmd.Flags().DurationVar(&try, "try", 0, "roll back after this long unless `virt net confirm` (e.g. 60s)")
+	cmd.Flags().DurationVar(&try, "try", resetDHCPTry, "roll back after this long unless 'virt net confirm' runs (must be positive)")
 	return cmd
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/paths"
@@ -81,5 +82,63 @@ networks:
 				}
 			}
 		})
+	}
+}
+
+// reset-dhcp is always a try: --try 0 or negative is a usage error that
+// says why, and nothing is written.
+func TestNetResetDHCPNeedsTry(t *testing.T) {
+	root := t.TempDir()
+	layout := paths.New(root)
+	for _, try := range []string{"0", "0s", "-5s"} {
+		_, errOut, code := run(t, "net", "reset-dhcp", "eth0", "--try", try, "--root", root)
+		if code != ExitUsage || !strings.Contains(errOut, "always a try") || !strings.Contains(errOut, "cut off") {
+			t.Errorf("reset-dhcp --try %s: exit %d, stderr %q; want exit %d explaining the reset is always a try", try, code, errOut, ExitUsage)
+		}
+	}
+	for _, f := range []string{netcfg.DesiredPendingFile(layout), netcfg.AppliedFile(layout), netcfg.PendingPath(layout)} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s written by a refused reset", f)
+		}
+	}
+	cmd := newNetResetDHCPCmd(&Env{})
+	if got := cmd.Flags().Lookup("try").DefValue; got != "1m0s" {
+		t.Errorf("reset-dhcp --try defaults to %s; want 1m0s", got)
+	}
+}
+
+// A network.yaml that does not decode does not block the way back:
+// reset-dhcp warns, naming the decode error, and goes on from the applied
+// configuration (here it then stops at the NIC, which does not exist).
+func TestNetResetDHCPBrokenFile(t *testing.T) {
+	root := t.TempDir()
+	layout := paths.New(root)
+	writeNetFile(t, netcfg.DesiredFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\nfrob: 1\n")
+	writeNetFile(t, netcfg.AppliedFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\nhostname: applied\n")
+	_, errOut, code := run(t, "net", "reset-dhcp", "vcnosuchnic0", "--root", root)
+	if !strings.Contains(errOut, "warning: ") || !strings.Contains(errOut, "frob") || !strings.Contains(errOut, "starting from the applied configuration") {
+		t.Errorf("stderr %q; want a warning naming the decode error and the fallback", errOut)
+	}
+	if code != ExitUsage || !strings.Contains(errOut, `no such interface on the host (got "vcnosuchnic0")`) {
+		t.Errorf("exit %d, stderr %q; want the reset to go on to the NIC check", code, errOut)
+	}
+}
+
+// While a try is pending `virt net test` tests the file on trial, not
+// network.yaml.
+func TestNetTestDuringTry(t *testing.T) {
+	root := t.TempDir()
+	layout := paths.New(root)
+	writeNetFile(t, netcfg.DesiredFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\nmanagement:\n  interface: vcnoneold0\n  dhcp: true\n")
+	writeNetFile(t, netcfg.DesiredPendingFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\nmanagement:\n  interface: vcnonenew0\n  dhcp: true\n")
+	now := time.Now()
+	rec, err := json.Marshal(&netcfg.Pending{ID: "0123456789abcdef", Started: now, Deadline: now.Add(time.Minute), Snapshot: &netcfg.Snapshot{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeNetFile(t, netcfg.PendingPath(layout), string(rec))
+	out, errOut, _ := run(t, "net", "test", "--root", root, "-o", "json")
+	if !strings.Contains(out, "vcnonenew0") || strings.Contains(out, "vcnoneold0") {
+		t.Errorf("virt net test during a try:\n%s\n(stderr %s)\nwant the checks of vcnonenew0, the interface on trial", out, errOut)
 	}
 }

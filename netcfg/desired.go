@@ -122,21 +122,21 @@ func ApplyDesired(ctx context.Context, log *slog.Logger, layout paths.Layout, cf
 	}
 	verifyFor := max(opts.Try/2, STPConvergence(checked, links))
 	var res *Result
-	pending, err := Try(ctx, log, layout, links,
+	pending, err := tryRun(ctx, log, layout, links,
 		func(ctx context.Context) error {
 			var err error
 			res, err = Apply(ctx, log, layout, checked, aopts)
 			return err
 		},
 		func(ctx context.Context) error { return Verify(ctx, checked, verifyFor) },
-		opts.Try)
+		opts.Try, data)
 	if err != nil {
 		return nil, nil, err
 	}
 	if err := atomicfile.Write(DesiredPendingFile(layout), data, 0o600); err != nil {
-		// The try stands (the watchdog rolls it back unless confirmed);
-		// only the desired file would not follow a confirm.
-		return res, pending, fmt.Errorf("try started, but recording %s failed: %w", DesiredPendingFile(layout), err)
+		// The try stands, but cannot be kept: ConfirmDesired refuses a
+		// try without its file. The watchdog rolls it back.
+		return res, pending, fmt.Errorf("try started, but recording %s failed, so it cannot be kept (it rolls back at the deadline, or now with `virt net rollback`): %w", DesiredPendingFile(layout), err)
 	}
 	return res, pending, nil
 }
@@ -164,15 +164,78 @@ func Admit(cfg *Config, live *State, opts ValidateOptions) (*Config, error) {
 }
 
 // ConfirmDesired keeps the pending try (Confirm) and makes its file the
-// desired one.
+// desired one. The tried file must be there and be this try's (the one
+// ApplyDesired wrote for it): otherwise nothing is confirmed, since
+// network.yaml would not follow the kept network.
 func ConfirmDesired(layout paths.Layout) error {
-	if err := Confirm(layout); err != nil {
-		return err
+	pendingFile := DesiredPendingFile(layout)
+	check := func(p *Pending) error {
+		data, err := os.ReadFile(pendingFile)
+		if errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("the tried file %s of try %s is missing, so %s would not describe the network: nothing confirmed; run `virt net rollback` and try again",
+				pendingFile, p.ID, DesiredFile(layout))
+		}
+		if err != nil {
+			return fmt.Errorf("the tried file of try %s: %w: nothing confirmed", p.ID, err)
+		}
+		if !p.ownsDesired(data) {
+			return fmt.Errorf("%s is not the file try %s applied (changed since, or left by another try): nothing confirmed; run `virt net rollback` and try again",
+				pendingFile, p.ID)
+		}
+		return nil
 	}
-	if err := os.Rename(DesiredPendingFile(layout), DesiredFile(layout)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("confirm: kept, but %w", err)
+	return confirm(layout, check, func() error { return os.Rename(pendingFile, DesiredFile(layout)) })
+}
+
+// LoadEffective returns the configuration the host is meant to have now,
+// the one "test management network" checks: while a try is pending, the
+// file on trial (DesiredPendingFile, when it is that try's; else the
+// applied record, which the try wrote), otherwise LoadDesired.
+func LoadEffective(layout paths.Layout) (*Config, error) {
+	p, err := PendingTry(layout)
+	if errors.Is(err, ErrNoPendingTry) {
+		return LoadDesired(layout)
 	}
-	return nil
+	if err != nil {
+		return nil, err
+	}
+	path := DesiredPendingFile(layout)
+	data, err := os.ReadFile(path)
+	switch {
+	case err == nil && p.ownsDesired(data):
+		cfg, err := Decode(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return cfg, nil
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("network configuration on trial: %w", err)
+	}
+	if cfg, err := LoadApplied(layout); err != nil || cfg != nil {
+		return cfg, err
+	}
+	return LoadDesired(layout)
+}
+
+// LoadDesiredOrFallback is LoadDesired for the way back from a broken
+// configuration (`virt net reset-dhcp`, the DCUI's DHCP reset): when the
+// desired file cannot be read or decoded, it returns the applied record,
+// else an empty configuration, with why: a sentence naming the error and
+// what it started from instead, for the operator. why is "" when the
+// desired file loaded.
+func LoadDesiredOrFallback(layout paths.Layout) (cfg *Config, why string) {
+	cfg, err := LoadDesired(layout)
+	if err == nil {
+		return cfg, ""
+	}
+	prev, aerr := LoadApplied(layout)
+	switch {
+	case aerr == nil && prev != nil:
+		return prev, fmt.Sprintf("%v; starting from the applied configuration %s instead", err, AppliedFile(layout))
+	case aerr != nil:
+		return &Config{APIVersion: APIVersion, Kind: Kind}, fmt.Sprintf("%v; and %v; starting from an empty configuration instead", err, aerr)
+	}
+	return &Config{APIVersion: APIVersion, Kind: Kind}, fmt.Sprintf("%v; starting from an empty configuration instead", err)
 }
 
 // RollbackDesired undoes the pending try now (Rollback) and drops its
@@ -181,8 +244,9 @@ func RollbackDesired(ctx context.Context, layout paths.Layout) error {
 	if err := Rollback(ctx, layout); err != nil {
 		return err
 	}
-	// A leftover is harmless (the next try overwrites it, `virt net
-	// status` removes it) and the rollback itself succeeded.
+	// The restore removed it already; a leftover would be harmless (a
+	// confirm checks the file is its try's, the next try removes it) and
+	// the rollback itself succeeded.
 	_ = os.Remove(DesiredPendingFile(layout))
 	return nil
 }

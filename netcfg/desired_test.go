@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,5 +172,96 @@ func TestAdmit(t *testing.T) {
 	}
 	if _, err := Admit(nil, nil, ValidateOptions{}); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Admit(nil) = %v; want ErrInvalid", err)
+	}
+}
+
+// LoadEffective is what the host is meant to have now: the tried file
+// while its try is pending, else the desired file.
+func TestLoadEffective(t *testing.T) {
+	const desired = "apiVersion: virtcon/v1\nkind: HostNetwork\nhostname: desired\n"
+	const tried = "apiVersion: virtcon/v1\nkind: HostNetwork\nhostname: tried\n"
+	const applied = "apiVersion: virtcon/v1\nkind: HostNetwork\nhostname: applied\n"
+	tests := []struct {
+		name          string
+		record        bool   // a try is pending
+		sum           string // its DesiredSHA256
+		pendingFile   string // "" = none
+		applied, want string
+	}{
+		{"no try: the desired file", false, "", "", applied, "desired"},
+		{"no try, stale tried file: the desired file", false, "", tried, applied, "desired"},
+		{"a try: its file", true, desiredSum([]byte(tried)), tried, applied, "tried"},
+		{"a try without a checksum: its file", true, "", tried, applied, "tried"},
+		{"a try, another try's file: what it applied", true, desiredSum([]byte("other")), tried, applied, "applied"},
+		{"a try without a file: what it applied", true, "", "", applied, "applied"},
+		{"a try without a file or record: the desired file", true, "", "", "", "desired"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			layout := paths.New(t.TempDir())
+			writeTestFile(t, DesiredFile(layout), desired)
+			if tc.applied != "" {
+				writeTestFile(t, AppliedFile(layout), tc.applied)
+			}
+			if tc.pendingFile != "" {
+				writeTestFile(t, DesiredPendingFile(layout), tc.pendingFile)
+			}
+			if tc.record {
+				restoreTestRecord(t, layout, func(p *Pending) { p.DesiredSHA256 = tc.sum })
+			}
+			cfg, err := LoadEffective(layout)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.Hostname != tc.want {
+				t.Errorf("LoadEffective: hostname %q; want %q", cfg.Hostname, tc.want)
+			}
+		})
+	}
+	layout := paths.New(t.TempDir())
+	writeTestFile(t, DesiredPendingFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\nfrob: 1\n")
+	restoreTestRecord(t, layout, nil)
+	if _, err := LoadEffective(layout); !errors.Is(err, ErrInvalid) {
+		t.Errorf("LoadEffective with a broken tried file = %v; want ErrInvalid", err)
+	}
+}
+
+// LoadDesiredOrFallback never fails: a desired file that does not decode
+// gives way to the applied record, else to an empty configuration, with
+// a reason naming the error.
+func TestLoadDesiredOrFallback(t *testing.T) {
+	const broken = "apiVersion: virtcon/v1\nkind: HostNetwork\nfrob: 1\n"
+	tests := []struct {
+		name             string
+		desired, applied string
+		want             string   // hostname
+		why              []string // substrings; nil: no reason
+	}{
+		{"desired file loads", "apiVersion: virtcon/v1\nkind: HostNetwork\nhostname: desired\n", "", "desired", nil},
+		{"broken, applied record", broken, "apiVersion: virtcon/v1\nkind: HostNetwork\nhostname: applied\n", "applied",
+			[]string{"network.yaml", "frob", "starting from the applied configuration"}},
+		{"broken, no record", broken, "", "", []string{"network.yaml", "frob", "starting from an empty configuration"}},
+		{"broken, damaged record", broken, "garbage: [", "", []string{"frob", "damaged", "starting from an empty configuration"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			layout := paths.New(t.TempDir())
+			writeTestFile(t, DesiredFile(layout), tc.desired)
+			if tc.applied != "" {
+				writeTestFile(t, AppliedFile(layout), tc.applied)
+			}
+			cfg, why := LoadDesiredOrFallback(layout)
+			if cfg == nil || cfg.APIVersion != APIVersion || cfg.Kind != Kind || cfg.Hostname != tc.want {
+				t.Errorf("LoadDesiredOrFallback = %+v; want hostname %q", cfg, tc.want)
+			}
+			if tc.why == nil && why != "" {
+				t.Errorf("why = %q; want none", why)
+			}
+			for _, s := range tc.why {
+				if !strings.Contains(why, s) {
+					t.Errorf("why %q lacks %q", why, s)
+				}
+			}
+		})
 	}
 }

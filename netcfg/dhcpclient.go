@@ -183,9 +183,18 @@ func dhcpParseEnv(lookup func(string) (string, bool)) (env dhcpEnv, ok bool, err
 	return env, true, nil
 }
 
+// dhcpEnviron is the client's environment: this process's, without the
+// variables of another client or of a try's watchdog (a rollback starts
+// clients from the watchdog; a client that inherited its variables would
+// run as a second watchdog instead, and pass for it).
 func dhcpEnviron(f dhcpFiles, iface string) []string {
 	env := slices.DeleteFunc(os.Environ(), func(kv string) bool {
-		return strings.HasPrefix(kv, DHCPClientEnv+"=") || strings.HasPrefix(kv, dhcpLeaseEnv+"=") || strings.HasPrefix(kv, dhcpPIDEnv+"=")
+		k, _, _ := strings.Cut(kv, "=")
+		switch k {
+		case DHCPClientEnv, dhcpLeaseEnv, dhcpPIDEnv, WatchdogEnv, wdIDEnv, wdReadyEnv:
+			return true
+		}
+		return false
 	})
 	return append(env, DHCPClientEnv+"="+iface, dhcpLeaseEnv+"="+f.lease, dhcpPIDEnv+"="+f.pid)
 }
@@ -447,6 +456,35 @@ func dhcpIsOurs(pid int, f dhcpFiles, iface string) bool {
 	vars := bytes.Split(environ, []byte{0})
 	return slices.ContainsFunc(vars, func(v []byte) bool { return string(v) == DHCPClientEnv+"="+iface }) &&
 		slices.ContainsFunc(vars, func(v []byte) bool { return string(v) == dhcpLeaseEnv+"="+f.lease })
+}
+
+// dhcpRunningClients lists the interfaces whose DHCP client runs (by
+// their pidfiles under the layout, each checked as dhcpRunning does),
+// sorted.
+func dhcpRunningClients(layout paths.Layout) ([]string, error) {
+	const prefix, suffix = "dhcp-", ".pid"
+	dir := filepath.Dir(dhcpFilesFor(layout, "x").pid)
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("dhcp clients: %w", err)
+	}
+	var ifaces []string
+	for _, e := range ents {
+		name := e.Name()
+		if !strings.HasPrefix(name, prefix) || !strings.HasSuffix(name, suffix) {
+			continue
+		}
+		iface := strings.TrimSuffix(strings.TrimPrefix(name, prefix), suffix)
+		if natCheckLinkName(iface) != nil {
+			continue
+		}
+		if _, ok := dhcpRunning(dhcpFilesFor(layout, iface), iface); ok {
+			ifaces = append(ifaces, iface)
+		}
+	}
+	return ifaces, nil // ReadDir sorts by name
 }
 
 // ensureDHCPClient leaves a DHCP client running for iface, in the calling

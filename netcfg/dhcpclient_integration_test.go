@@ -5,6 +5,7 @@ package netcfg
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"os"
@@ -42,13 +43,17 @@ func dhcpITClients(root string) []int {
 	return pids
 }
 
-func TestDHCPClientIntegration(t *testing.T) {
+// dhcpITTopo is a host namespace whose link is a veth to peer in a
+// server namespace, where dnsmasq hands out <net>.50-99/24 for 2 minutes
+// with <net>.1 as the router. Any DHCP client left under the layout's
+// root is an error, and killed.
+func dhcpITTopo(t *testing.T, link, peer, net string) (*testNS, paths.Layout) {
+	t.Helper()
 	natRequire(t)
 	dnsmasq, err := dnsmasqBinary()
 	if err != nil {
 		t.Skipf("needs dnsmasq as the test's DHCP server: %v", err)
 	}
-	const link, peer = "vcdhcp0", "vcdhcp0s"
 	layout := paths.New(t.TempDir())
 	t.Cleanup(func() {
 		for _, pid := range dhcpITClients(layout.Root) {
@@ -67,7 +72,7 @@ func TestDHCPClientIntegration(t *testing.T) {
 		}
 		return netlink.LinkSetNsFd(p, int(server.h))
 	})
-	server.must(t, func() error { return natLinkUp(peer, "10.66.0.1/24") })
+	server.must(t, func() error { return natLinkUp(peer, net+".1/24") })
 
 	// The DHCP server: dnsmasq, DHCP only, in the server namespace.
 	dir := t.TempDir()
@@ -75,14 +80,25 @@ func TestDHCPClientIntegration(t *testing.T) {
 	server.must(t, func() error {
 		srv = exec.Command(dnsmasq, "--keep-in-foreground", "--conf-file=/dev/null", "--user=root",
 			"--port=0", "--bind-interfaces", "--interface="+peer, "--except-interface=lo",
-			"--dhcp-range=10.66.0.50,10.66.0.99,255.255.255.0,2m",
-			"--dhcp-option=option:router,10.66.0.1", "--dhcp-authoritative",
+			"--dhcp-range="+net+".50,"+net+".99,255.255.255.0,2m",
+			"--dhcp-option=option:router,"+net+".1", "--dhcp-authoritative",
 			"--dhcp-leasefile="+filepath.Join(dir, "leases"), "--pid-file="+filepath.Join(dir, "pid"),
 			"--log-facility=-", "--log-dhcp")
 		srv.Stdout, srv.Stderr = natTestWriter{t}, natTestWriter{t}
 		return srv.Start()
 	})
 	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	// Stop the client in the host namespace even if an assertion fails
+	// midway (registered last: runs before the check above).
+	t.Cleanup(func() {
+		_ = host.run(func() error { _, err := stopDHCPClient(layout, link); return err })
+	})
+	return host, layout
+}
+
+func TestDHCPClientIntegration(t *testing.T) {
+	const link, peer = "vcdhcp0", "vcdhcp0s"
+	host, layout := dhcpITTopo(t, link, peer, "10.66.0")
 
 	log := natTestLog(t)
 	apply := func(cfg *Config) *Result {
@@ -97,11 +113,6 @@ func TestDHCPClientIntegration(t *testing.T) {
 		t.Logf("apply: %d steps %q in %s", len(res.Steps), res.Steps, time.Since(start).Round(time.Millisecond))
 		return res
 	}
-	// Cleanup in the host namespace even if an assertion fails midway.
-	t.Cleanup(func() {
-		_ = host.run(func() error { _, err := stopDHCPClient(layout, link); return err })
-	})
-
 	cfg := &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{Interface: link, DHCP: true}}
 	if dry := func() *Result {
 		var res *Result
@@ -205,4 +216,113 @@ func TestDHCPClientIntegration(t *testing.T) {
 	if l, err := ReadDHCPLease(layout, link); l != nil || err != nil {
 		t.Errorf("lease file after stop: got %v, %v; want none", l, err)
 	}
+}
+
+// A rolled-back try leaves the management DHCP client as it was: DHCP to
+// static, rolled back by the watchdog at the deadline, gets its client
+// (and a lease) back; static to DHCP, rolled back by `virt net rollback`,
+// loses the client the try started.
+func TestDHCPTryRollbackIntegration(t *testing.T) {
+	const link, peer = "vcdhcp1", "vcdhcp1s"
+	host, layout := dhcpITTopo(t, link, peer, "10.67.0")
+	tryTestKillWatchdogs(t, PendingPath(layout))
+	log := natTestLog(t)
+	ctx := context.Background()
+	dhcp := &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{Interface: link, DHCP: true}}
+	static := &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{Interface: link, Addresses: []string{"10.67.0.10/24"}, Gateway: "10.67.0.1"}}
+	h := host.handle(t)
+	addrs := func() []string {
+		t.Helper()
+		l, err := h.LinkByName(link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		as, err := h.AddrList(l, netlink.FAMILY_V4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, a := range as {
+			out = append(out, a.IPNet.String())
+		}
+		return out
+	}
+	wantClient := func(when string, running bool) {
+		t.Helper()
+		pids := dhcpITClients(layout.Root)
+		lease, err := ReadDHCPLease(layout, link)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !running {
+			if len(pids) != 0 || lease != nil {
+				t.Errorf("%s: dhcp clients %v, lease %+v; want none", when, pids, lease)
+			}
+			return
+		}
+		if len(pids) != 1 || lease == nil {
+			t.Fatalf("%s: dhcp clients %v, lease %+v; want one client with a lease", when, pids, lease)
+		}
+		if got := addrs(); !slices.Contains(got, lease.Address.String()) {
+			t.Errorf("%s: %s has %q; want the leased %s", when, link, got, lease.Address)
+		}
+	}
+
+	// The tried static address joins the leased one's subnet, as a
+	// secondary: when the client drops the primary, the kernel deletes
+	// the secondaries with it unless they are promoted (systemd hosts
+	// promote them; a new namespace does not).
+	host.must(t, func() error {
+		return os.WriteFile("/proc/sys/net/ipv4/conf/"+link+"/promote_secondaries", []byte("1"), 0o644)
+	})
+	host.must(t, func() error { _, err := Apply(ctx, log, layout, dhcp, ApplyOptions{}); return err })
+	wantClient("DHCP applied", true)
+
+	// DHCP to static on trial: the client stops; the watchdog rolls back.
+	var p *Pending
+	host.must(t, func() error {
+		var err error
+		_, p, err = ApplyDesired(ctx, log, layout, static, DesiredOptions{Try: 8 * time.Second})
+		return err
+	})
+	if !slices.Equal(p.DHCPClients, []string{link}) {
+		t.Errorf("pending try records DHCP clients %q; want [%s]", p.DHCPClients, link)
+	}
+	wantClient("static on trial", false)
+	for {
+		if _, err := PendingTry(layout); errors.Is(err, ErrNoPendingTry) {
+			break
+		}
+		if time.Now().After(p.Deadline.Add(20 * time.Second)) {
+			logb, _ := os.ReadFile(filepath.Join(layout.LogDir(), wdLogName))
+			t.Fatalf("try still pending 20s after its deadline; watchdog log:\n%s", logb)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tryTestNoWatchdogWithin(t, PendingPath(layout), 3*time.Second)
+	if logb, _ := os.ReadFile(filepath.Join(layout.LogDir(), wdLogName)); !bytes.Contains(logb, []byte("started the DHCP client the try stopped")) {
+		t.Errorf("watchdog log lacks the DHCP client's restart:\n%s", logb)
+	}
+	wantClient("after the watchdog's rollback", true)
+	if got := addrs(); slices.Contains(got, "10.67.0.10/24") {
+		t.Errorf("after the rollback %s still has the tried static address: %q", link, got)
+	}
+
+	// Static to DHCP on trial: the try starts a client; rolling back stops it.
+	host.must(t, func() error {
+		_, err := Apply(ctx, log, layout, static, ApplyOptions{AllowDefaultRouteChange: true})
+		return err
+	})
+	wantClient("static applied", false)
+	host.must(t, func() error {
+		_, _, err := ApplyDesired(ctx, log, layout, dhcp, DesiredOptions{Try: 30 * time.Second})
+		return err
+	})
+	wantClient("DHCP on trial", true)
+	host.must(t, func() error { return RollbackDesired(ctx, layout) })
+	wantClient("after virt net rollback", false)
+	if got := addrs(); !slices.Equal(got, []string{"10.67.0.10/24"}) {
+		t.Errorf("after the rollback %s has %q; want the static 10.67.0.10/24 only", link, got)
+	}
+	tryTestNoWatchdogWithin(t, PendingPath(layout), 3*time.Second)
 }

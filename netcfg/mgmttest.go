@@ -252,14 +252,25 @@ func checkNeighbour(ctx context.Context, gw netip.Addr, home string) (bool, stri
 	ip := net.IP(gw.AsSlice())
 	var last error
 	for {
+		attempt := time.Now()
 		if last = verifyGatewayOnce(ctx, ip, home); last == nil {
 			return true, "answered in " + millis(time.Since(start))
 		}
-		if ctx.Err() != nil {
+		// An attempt can fail at once (no route to the gateway): space
+		// them out instead of spinning until ctx ends.
+		wait := time.NewTimer(max(neighbourRetry-time.Since(attempt), 0))
+		select {
+		case <-ctx.Done():
+			wait.Stop()
 			return false, last.Error()
+		case <-wait.C:
 		}
 	}
 }
+
+// neighbourRetry is the least time between two of checkNeighbour's
+// attempts.
+const neighbourRetry = 200 * time.Millisecond
 
 func checkPing(ctx context.Context, gw netip.Addr, home string) (bool, string) {
 	rtt, err := ping(ctx, gw, home)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -29,6 +31,10 @@ var (
 	// ErrDeadlineTooShort: the try's deadline would not cover STP
 	// convergence and verification.
 	ErrDeadlineTooShort = errors.New("try deadline too short")
+	// ErrNotConfirmable: the pending try can no longer be kept: its
+	// deadline passed (the watchdog rolls it back) or a rollback of it
+	// failed; `virt net rollback` retries the rollback.
+	ErrNotConfirmable = errors.New("the network try can no longer be kept")
 )
 
 // TryMargin is the time a try's deadline must leave beyond STP
@@ -56,23 +62,123 @@ type Pending struct {
 	// none); a rollback puts it back, so the record of what virtcon
 	// applied matches the restored links.
 	Applied []byte `json:"applied,omitempty"`
+	// Root is the layout root of the try (absolute): the rollback finds
+	// the DHCP clients' files, /etc and the tried desired file under it.
+	// Empty in a record of an older virtcon, whose rollback restores
+	// links and AppliedFile only.
+	Root string `json:"root,omitempty"`
+	// DHCPClients are the interfaces whose management DHCP client ran
+	// before the try: a rollback starts them again if the try stopped
+	// them, and stops any client the try started.
+	DHCPClients []string `json:"dhcpClients,omitempty"`
+	// System is /etc/resolv.conf, /etc/hostname and the kernel's host
+	// name before the try; a rollback puts them back.
+	System *SystemSnapshot `json:"system,omitempty"`
+	// DesiredSHA256 is the SHA-256 (hex) of the desired file this try
+	// writes to DesiredPendingFile (ApplyDesired), so that a confirm
+	// promotes this try's file and no other; empty for a try started
+	// without one (Try).
+	DesiredSHA256 string `json:"desiredSha256,omitempty"`
 }
 
-// restore puts the links and the applied-configuration record back as
-// they were before the try. recordPath is the pending record, which lives
-// beside AppliedFile.
-func (p *Pending) restore(ctx context.Context, recordPath string) error {
+// restore puts the host back as it was before the try: the management
+// DHCP clients, the links, DNS and the host name, and the applied-
+// configuration record; then it drops the tried desired file, if any.
+// recordPath is the pending record, which lives beside AppliedFile. It
+// carries on past a failure (except a failed link restore, after which
+// the record of what was applied is left alone) and returns every error.
+func (p *Pending) restore(ctx context.Context, log *slog.Logger, recordPath string) error {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	var errs []error
+	layout, full := p.layout()
+	if full {
+		// First: a client the try started takes its address and default
+		// route with it, before the snapshot's come back.
+		errs = append(errs, p.stopTryDHCPClients(log, layout))
+	}
 	if err := p.Snapshot.Restore(ctx); err != nil {
-		return err
+		return errors.Join(append(errs, err)...)
+	}
+	if p.System != nil {
+		errs = append(errs, p.System.restore())
 	}
 	applied := filepath.Join(filepath.Dir(recordPath), "applied.yaml")
 	if p.Applied == nil {
 		if err := os.Remove(applied); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	} else {
+		errs = append(errs, atomicfile.Write(applied, p.Applied, 0o600))
+	}
+	if full {
+		errs = append(errs, p.startDHCPClients(ctx, log, layout))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if full {
+		// The tried file must never become the desired one now.
+		if err := os.Remove(DesiredPendingFile(layout)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		return nil
 	}
-	return atomicfile.Write(applied, p.Applied, 0o600)
+	return nil
+}
+
+// layout is the try's layout; false for a record without a root.
+func (p *Pending) layout() (paths.Layout, bool) {
+	if p.Root == "" {
+		return paths.Layout{}, false
+	}
+	return paths.New(p.Root), true
+}
+
+// stopTryDHCPClients stops every DHCP client that runs now but did not
+// before the try.
+func (p *Pending) stopTryDHCPClients(log *slog.Logger, layout paths.Layout) error {
+	running, err := dhcpRunningClients(layout)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, iface := range running {
+		if slices.Contains(p.DHCPClients, iface) {
+			continue
+		}
+		if stopped, err := stopDHCPClient(layout, iface); err != nil {
+			errs = append(errs, fmt.Errorf("stop the DHCP client the try started: %w", err))
+		} else if stopped {
+			log.Info("network try rollback: stopped the DHCP client the try started", "interface", iface)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// startDHCPClients makes sure the DHCP clients that ran before the try
+// run again, as Apply does: a client the try stopped released its lease,
+// and the restored address would expire with nobody to renew it.
+func (p *Pending) startDHCPClients(ctx context.Context, log *slog.Logger, layout paths.Layout) error {
+	var errs []error
+	for _, iface := range p.DHCPClients {
+		if started, err := ensureDHCPClient(ctx, log, layout, iface); err != nil {
+			errs = append(errs, fmt.Errorf("restart the DHCP client the try stopped: %w", err))
+		} else if started {
+			log.Info("network try rollback: started the DHCP client the try stopped", "interface", iface)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ownsDesired reports whether data is the desired file this try wrote.
+func (p *Pending) ownsDesired(data []byte) bool {
+	return p.DesiredSHA256 == "" || p.DesiredSHA256 == desiredSum(data)
+}
+
+func desiredSum(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // Remaining is the time left before the rollback, never negative.
@@ -108,8 +214,14 @@ func PendingTry(layout paths.Layout) (*Pending, error) {
 }
 
 // Confirm keeps the change of the pending try: it removes the record, and
-// the watchdog stands down.
-func Confirm(layout paths.Layout) error {
+// the watchdog stands down. A try whose deadline has passed, or whose
+// rollback failed, is refused (ErrNotConfirmable): the watchdog is
+// rolling it back, or the host is half restored.
+func Confirm(layout paths.Layout) error { return confirm(layout, nil, nil) }
+
+// confirm is Confirm with two hooks run under the lock: check may refuse
+// the try before anything changes, kept runs once the record is gone.
+func confirm(layout paths.Layout, check func(*Pending) error, kept func() error) error {
 	path := PendingPath(layout)
 	unlock, err := tryLock(path)
 	if err != nil {
@@ -123,10 +235,28 @@ func Confirm(layout paths.Layout) error {
 	if err != nil {
 		return fmt.Errorf("confirm: %w", err)
 	}
+	if p.RollbackError != "" {
+		return fmt.Errorf("confirm: %w: rolling back try %s failed (%s), so the network may be half restored; run `virt net rollback` to retry the rollback",
+			ErrNotConfirmable, p.ID, p.RollbackError)
+	}
+	if now := time.Now(); !now.Before(p.Deadline) {
+		return fmt.Errorf("confirm: %w: the deadline %s of try %s has passed and the watchdog rolls it back; if it stays pending, run `virt net rollback` to retry the rollback",
+			ErrNotConfirmable, p.Deadline.Local().Format(time.RFC3339), p.ID)
+	}
+	if check != nil {
+		if err := check(p); err != nil {
+			return fmt.Errorf("confirm: %w", err)
+		}
+	}
 	if err := tryRemove(path); err != nil {
 		return fmt.Errorf("confirm: %w", err)
 	}
 	wdWake(p)
+	if kept != nil {
+		if err := kept(); err != nil {
+			return fmt.Errorf("confirm: kept, but %w", err)
+		}
+	}
 	return nil
 }
 
@@ -147,7 +277,7 @@ func Rollback(ctx context.Context, layout paths.Layout) error {
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}
-	if err := p.restore(context.WithoutCancel(ctx), path); err != nil {
+	if err := p.restore(context.WithoutCancel(ctx), nil, path); err != nil {
 		p.RollbackError = err.Error()
 		_ = tryWrite(path, p)
 		return fmt.Errorf("rollback: %w", err)
@@ -200,6 +330,15 @@ func CheckTryDeadline(cfg *Config, links []string, deadline time.Duration) error
 func Try(ctx context.Context, log *slog.Logger, layout paths.Layout, links []string,
 	apply func(ctx context.Context) error, verify func(ctx context.Context) error,
 	deadline time.Duration) (*Pending, error) {
+	return tryRun(ctx, log, layout, links, apply, verify, deadline, nil)
+}
+
+// tryRun is Try; desired, when not nil, is the desired file the caller
+// writes to DesiredPendingFile once the try stands (ApplyDesired): its
+// checksum goes in the record, for ConfirmDesired.
+func tryRun(ctx context.Context, log *slog.Logger, layout paths.Layout, links []string,
+	apply func(ctx context.Context) error, verify func(ctx context.Context) error,
+	deadline time.Duration, desired []byte) (*Pending, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -207,7 +346,7 @@ func Try(ctx context.Context, log *slog.Logger, layout paths.Layout, links []str
 		return nil, fmt.Errorf("try: %w", err)
 	}
 	path := PendingPath(layout)
-	p, err := tryStart(ctx, log, layout, path, links, deadline)
+	p, err := tryStart(ctx, log, layout, path, links, deadline, desired)
 	if err != nil {
 		return nil, fmt.Errorf("try: %w", err)
 	}
@@ -239,7 +378,7 @@ func Try(ctx context.Context, log *slog.Logger, layout paths.Layout, links []str
 }
 
 // tryStart records the try and starts its watchdog, under the lock.
-func tryStart(ctx context.Context, log *slog.Logger, layout paths.Layout, path string, links []string, deadline time.Duration) (*Pending, error) {
+func tryStart(ctx context.Context, log *slog.Logger, layout paths.Layout, path string, links []string, deadline time.Duration, desired []byte) (*Pending, error) {
 	unlock, err := tryLock(path)
 	if err != nil {
 		return nil, err
@@ -251,6 +390,16 @@ func tryStart(ctx context.Context, log *slog.Logger, layout paths.Layout, path s
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w: %v", ErrTryPending, err)
 	}
+	// A tried desired file left by an earlier try must not pass for this
+	// one's.
+	if err := os.Remove(DesiredPendingFile(layout)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	root, err := filepath.Abs(layout.Root)
+	if err != nil {
+		return nil, err
+	}
+	layout = paths.New(root)
 	snap, err := TakeSnapshot(ctx, links)
 	if err != nil {
 		return nil, err
@@ -259,18 +408,32 @@ func tryStart(ctx context.Context, log *slog.Logger, layout paths.Layout, path s
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
+	sys, err := takeSystemSnapshot(layout)
+	if err != nil {
+		return nil, err
+	}
+	clients, err := dhcpRunningClients(layout)
+	if err != nil {
+		return nil, err
+	}
 	id, err := tryNewID()
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	p := &Pending{
-		ID:       id,
-		Started:  now.UTC(),
-		Deadline: now.Add(deadline).UTC(),
-		BootID:   tryBootID(),
-		Snapshot: snap,
-		Applied:  applied,
+		ID:          id,
+		Started:     now.UTC(),
+		Deadline:    now.Add(deadline).UTC(),
+		BootID:      tryBootID(),
+		Snapshot:    snap,
+		Applied:     applied,
+		Root:        root,
+		DHCPClients: clients,
+		System:      sys,
+	}
+	if desired != nil {
+		p.DesiredSHA256 = desiredSum(desired)
 	}
 	// The record exists before the watchdog, which reads it.
 	if err := tryWrite(path, p); err != nil {
@@ -303,7 +466,7 @@ func tryAbandon(ctx context.Context, log *slog.Logger, path string, p *Pending, 
 	if err != nil || cur.ID != p.ID {
 		return fmt.Errorf("%w; the watchdog has rolled back already", cause)
 	}
-	if rerr := p.restore(context.WithoutCancel(ctx), path); rerr != nil {
+	if rerr := p.restore(context.WithoutCancel(ctx), log, path); rerr != nil {
 		log.Error("network try: restore after failure failed", "id", p.ID, "err", rerr)
 		cur.RollbackError = rerr.Error()
 		_ = tryWrite(path, cur)

@@ -151,7 +151,7 @@ func wdRollback(log *slog.Logger, path, id string, last *Pending, reason string)
 	log.Warn("network try not confirmed: rolling back", "reason", reason, "links", p.Snapshot.linkNames())
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
-		err = p.restore(context.Background(), path)
+		err = p.restore(context.Background(), log, path)
 		if err == nil {
 			break
 		}

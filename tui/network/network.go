@@ -61,6 +61,10 @@ type (
 		state            *netcfg.State
 		pending          *netcfg.Pending
 		err              error
+		// fallback and why: what the DHCP reset starts from when the
+		// desired file did not load (nil when it did).
+		fallback    *netcfg.Config
+		fallbackWhy string
 	}
 	// pollMsg is the state of a try while its dialog is up.
 	pollMsg struct {
@@ -87,6 +91,7 @@ type edit struct {
 	next  *netcfg.Config
 	what  string // "edit management interface"
 	cli   string // the equivalent command
+	note  string // a warning shown above the changes
 	diff  []string
 	steps []string
 }
@@ -108,6 +113,12 @@ type Model struct {
 	loadErr          error
 	loaded, loading  bool
 	ticks            int
+
+	// fallback is what the DHCP reset (z) starts from while the desired
+	// file does not load, and fallbackWhy says why: the reset is the way
+	// back from a broken file.
+	fallback    *netcfg.Config
+	fallbackWhy string
 
 	sel int // selected bridge
 
@@ -308,6 +319,7 @@ func (m *Model) load() tea.Cmd {
 		var err error
 		if msg.desired, err = src.LoadDesired(); err != nil {
 			errs = append(errs, err)
+			msg.fallback, msg.fallbackWhy = src.LoadDesiredOrFallback()
 		}
 		if msg.applied, err = src.LoadApplied(); err != nil {
 			errs = append(errs, err)
@@ -370,8 +382,14 @@ func (m *Model) testCmd() tea.Cmd {
 		return nil
 	}
 	m.testing = true
-	src, cfg := m.src, m.desired.Clone()
+	src := m.src
 	return func() tea.Msg {
+		// what the host is meant to have now: during a trial, the file
+		// on trial, not network.yaml
+		cfg, err := src.LoadEffective()
+		if err != nil {
+			return testedMsg{[]netcfg.TestResult{{Name: "network configuration", Detail: err.Error()}}}
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
 		return testedMsg{src.TestManagement(ctx, cfg)}
@@ -436,6 +454,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.desired = msg.desired
 		}
 		m.applied, m.state = msg.applied, msg.state
+		m.fallback, m.fallbackWhy = msg.fallback, msg.fallbackWhy
 		if m.desired != nil && m.sel >= len(m.desired.Bridges) {
 			m.sel = max(len(m.desired.Bridges)-1, 0)
 		}
@@ -625,7 +644,7 @@ func (m *Model) mainKey(msg tea.KeyPressMsg) tea.Cmd {
 		if !m.mayWrite() {
 			return nil
 		}
-		if m.desired == nil {
+		if m.desired == nil && !(key.Matches(msg, keyReset) && m.fallback != nil) {
 			m.say(styles.Warning, "still loading")
 			return nil
 		}
@@ -827,7 +846,12 @@ func admissionErrors(cfg *netcfg.Config, live *netcfg.State) []string {
 
 // review opens the diff of a change and its plan, asking to apply it.
 func (m *Model) review(next *netcfg.Config, what, cli string) {
-	e := &edit{next: next, what: what, cli: cli, diff: netcfg.DiffConfigs(m.desired, next)}
+	m.reviewFrom(m.desired, next, what, cli)
+}
+
+// reviewFrom is review with the file's changes counted from base.
+func (m *Model) reviewFrom(base, next *netcfg.Config, what, cli string) {
+	e := &edit{next: next, what: what, cli: cli, diff: netcfg.DiffConfigs(base, next)}
 	for _, st := range netcfg.Plan(next, m.state, m.applied) {
 		e.steps = append(e.steps, st.Desc)
 	}
@@ -900,14 +924,23 @@ func (m *Model) nicsKey(msg tea.KeyPressMsg) tea.Cmd {
 			return nil
 		}
 		nic := m.nics[m.nicSel]
-		next, err := netcfg.ResetManagementDHCP(m.desired, nic, m.state)
+		base, note := m.desired, ""
+		if m.fallback != nil {
+			// the desired file does not load: start from what
+			// `virt net reset-dhcp` would, and say so
+			base, note = m.fallback, m.fallbackWhy
+		}
+		next, err := netcfg.ResetManagementDHCP(base, nic, m.state)
 		if err != nil {
 			m.mode = modeMain
 			m.say(styles.Failure, "%v", err)
 			return nil
 		}
-		m.review(next, "reset the management network to DHCP on "+nic,
+		m.reviewFrom(base, next, "reset the management network to DHCP on "+nic,
 			"virt net reset-dhcp "+nic+tryFlag())
+		if m.edit != nil && m.mode == modeDiff {
+			m.edit.note = note
+		}
 	}
 	return nil
 }
@@ -1182,6 +1215,15 @@ func (m *Model) diffLines() []string {
 	lines := []string{s.Title.Render("Review: " + e.what)}
 	// 17 lines: title, two sections, blank, question, buttons
 	room := max(m.h-6, 4)
+	if e.note != "" {
+		badge := s.Badgef(styles.Warning) + " "
+		note := wrap(badge+m.clean(e.note), m.w, strings.Repeat(" ", lipgloss.Width(badge)))
+		if len(note) > 3 {
+			note = note[:3]
+		}
+		lines = append(lines, note...)
+		room = max(room-len(note), 4)
+	}
 	diffRoom := min(len(e.diff), max(room/2, room-len(e.steps)))
 	diff := e.diff
 	if len(diff) == 0 {

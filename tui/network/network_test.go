@@ -65,6 +65,14 @@ type fakeSources struct {
 	applyOpts          []netcfg.DesiredOptions
 	confirms, rollback int
 	tested             int
+	testedCfgs         []*netcfg.Config
+	// desiredErr fails LoadDesired (a broken network.yaml); fallback and
+	// fallbackWhy are then what LoadDesiredOrFallback returns.
+	desiredErr  error
+	fallback    *netcfg.Config
+	fallbackWhy string
+	// onTrial, when set, is what LoadEffective returns: the file on trial.
+	onTrial *netcfg.Config
 }
 
 func newFake() *fakeSources {
@@ -74,7 +82,29 @@ func newFake() *fakeSources {
 func (f *fakeSources) LoadDesired() (*netcfg.Config, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.desiredErr != nil {
+		return nil, f.desiredErr
+	}
 	return f.desired.Clone(), nil
+}
+
+func (f *fakeSources) LoadDesiredOrFallback() (*netcfg.Config, string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.desiredErr != nil {
+		return f.fallback.Clone(), f.fallbackWhy
+	}
+	return f.desired.Clone(), ""
+}
+
+func (f *fakeSources) LoadEffective() (*netcfg.Config, error) {
+	f.mu.Lock()
+	onTrial := f.onTrial
+	f.mu.Unlock()
+	if onTrial != nil {
+		return onTrial.Clone(), nil
+	}
+	return f.LoadDesired()
 }
 
 func (f *fakeSources) LoadApplied() (*netcfg.Config, error) {
@@ -133,6 +163,7 @@ func (f *fakeSources) RollbackDesired(context.Context) error {
 func (f *fakeSources) TestManagement(_ context.Context, cfg *netcfg.Config) []netcfg.TestResult {
 	f.mu.Lock()
 	f.tested++
+	f.testedCfgs = append(f.testedCfgs, cfg)
 	f.mu.Unlock()
 	return []netcfg.TestResult{
 		{Name: "link " + cfg.Management.Interface, OK: true, Detail: "up, carrier"},
@@ -431,6 +462,59 @@ func TestTestManagement(t *testing.T) {
 	press(t, m, "esc")
 	if m.mode != modeMain {
 		t.Errorf("esc did not close the results")
+	}
+}
+
+// TestTestManagementDuringTrial: while a try is pending the test checks
+// the configuration on trial, not network.yaml.
+func TestTestManagementDuringTrial(t *testing.T) {
+	f := newFake()
+	f.pending = trial(testConfig())
+	f.onTrial = testConfig()
+	f.onTrial.Management = &netcfg.Management{Interface: "eno2", DHCP: true}
+	m := loaded(t, term.Plain, f, true)
+	// a form was open when the try began, then closed: the main view
+	m.mode = modeMain
+	press(t, m, "t")
+	if len(f.testedCfgs) != 1 {
+		t.Fatalf("TestManagement called %d times; want 1", len(f.testedCfgs))
+	}
+	if got := f.testedCfgs[0].Management; got == nil || got.Interface != "eno2" || !got.DHCP {
+		t.Errorf("tested management %+v; want the one on trial (eno2, DHCP)", got)
+	}
+	mustContain(t, screen(m), "[PASS] link eno2")
+}
+
+// TestResetWithBrokenFile: a network.yaml that does not decode blocks
+// every edit but the DHCP reset, which starts from the fallback and says
+// why.
+func TestResetWithBrokenFile(t *testing.T) {
+	f := newFake()
+	f.desiredErr = errors.New("/etc/virtcon/network.yaml: invalid network configuration: yaml: line 3: did not find expected key")
+	f.fallback = testConfig()
+	f.fallbackWhy = f.desiredErr.Error() + "; starting from the applied configuration /var/lib/virtcon/network/applied.yaml instead"
+	m := loaded(t, term.Plain, f, true)
+	mustContain(t, screen(m), "[FAIL] /etc/virtcon/network.yaml: invalid network configuration")
+	press(t, m, "e")
+	if m.mode != modeMain {
+		t.Fatalf("e with a broken file: mode %d; want main", m.mode)
+	}
+	press(t, m, "z")
+	if m.mode != modeNICs {
+		t.Fatalf("z with a broken file: mode %d; want the NIC list (screen:\n%s)", m.mode, screen(m))
+	}
+	press(t, m, "j", "enter")
+	if m.mode != modeDiff {
+		t.Fatalf("mode %d after picking eno2; want the review (screen:\n%s)", m.mode, screen(m))
+	}
+	mustContain(t, screen(m), "starting from the applied", "- management.interface: eno1")
+	press(t, m, "y")
+	if len(f.applies) != 1 {
+		t.Fatalf("ApplyDesired calls %d; want 1", len(f.applies))
+	}
+	got := f.applies[0]
+	if got.Management == nil || got.Management.Interface != "eno2" || !got.Management.DHCP || len(got.Bridges) != 2 {
+		t.Errorf("applied %+v; want the fallback with DHCP on eno2 and its bridges", got)
 	}
 }
 

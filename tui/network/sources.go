@@ -14,6 +14,12 @@ import (
 type Sources interface {
 	// LoadDesired is the configuration to edit (netcfg.LoadDesired).
 	LoadDesired() (*netcfg.Config, error)
+	// LoadDesiredOrFallback is what the DHCP reset starts from when the
+	// desired file does not load, and why (netcfg.LoadDesiredOrFallback).
+	LoadDesiredOrFallback() (*netcfg.Config, string)
+	// LoadEffective is the configuration the management test checks: the
+	// one on trial while a try is pending (netcfg.LoadEffective).
+	LoadEffective() (*netcfg.Config, error)
 	// LoadApplied is the last applied configuration, nil if none.
 	LoadApplied() (*netcfg.Config, error)
 	// ReadState reads the live links, addresses and routes.
@@ -47,7 +53,11 @@ type live struct {
 }
 
 func (l live) LoadDesired() (*netcfg.Config, error) { return netcfg.LoadDesired(l.layout) }
-func (l live) LoadApplied() (*netcfg.Config, error) { return netcfg.LoadApplied(l.layout) }
+func (l live) LoadDesiredOrFallback() (*netcfg.Config, string) {
+	return netcfg.LoadDesiredOrFallback(l.layout)
+}
+func (l live) LoadEffective() (*netcfg.Config, error) { return netcfg.LoadEffective(l.layout) }
+func (l live) LoadApplied() (*netcfg.Config, error)   { return netcfg.LoadApplied(l.layout) }
 func (l live) ReadState(ctx context.Context) (*netcfg.State, error) {
 	return netcfg.ReadState(ctx)
 }
