@@ -81,7 +81,10 @@ func LoadApplied(layout paths.Layout) (*Config, error) {
 // the hostname to <root>/etc/hostname (and set in the kernel when the
 // root is /). With management DHCP, a detached DHCP client (this program,
 // see MaybeRunDHCPClient) is started unless one runs, and Apply waits for
-// its first lease; dropping DHCP stops it.
+// its first lease. Dropping DHCP (or moving it to another interface)
+// stops the client before any step, and the steps are planned again
+// against what it left: stopping it deletes the leased address, and the
+// kernel the secondary addresses of its subnet with it.
 //
 // Callers serialise applies (a try and an apply must not interleave).
 func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts ApplyOptions) (*Result, error) {
@@ -132,31 +135,60 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 			return nil, &ValidationError{risky}
 		}
 	}
-	res := &Result{Steps: make([]string, len(steps)), Changed: len(steps) > 0}
-	for i, st := range steps {
-		res.Steps[i] = st.Desc
-	}
 	added, removed := natChanges(cfg, prev)
-	for _, n := range added {
-		res.Steps = append(res.Steps, fmt.Sprintf("create nat network %s (bridge %s, %s, DHCP by dnsmasq)", n.Name, n.Bridge, n.Subnet))
-	}
-	for _, n := range removed {
-		res.Steps = append(res.Steps, fmt.Sprintf("remove nat network %s (bridge %s)", n.Name, n.Bridge))
-	}
-	res.Changed = len(res.Steps) > 0
+	wantDHCP, hadDHCP := dhcpIface(cfg), dhcpIface(prev)
 	if opts.DryRun {
+		res := &Result{Steps: make([]string, 0, len(steps))}
+		for _, st := range steps {
+			res.Steps = append(res.Steps, st.Desc)
+		}
+		res.Steps = append(res.Steps, natSteps(added, removed)...)
 		res.Steps = append(res.Steps, dhcpPlan(layout, cfg, prev)...)
 		res.Changed = len(res.Steps) > 0
 		return res, nil
 	}
 
+	res := &Result{Steps: make([]string, 0, len(steps)+1)}
 	r := revert.New()
 	fail := func(i int, desc string, err error) (*Result, error) {
 		rerr := r.Fail()
 		log.Error("network apply failed; reverted", "step", desc, "err", err, "revertErr", rerr)
 		return nil, &StepError{Index: i, Step: desc, Err: err, RevertErr: rerr}
 	}
+	// A DHCP client that goes is stopped first, and the plan made again
+	// against what it left: stopping it deletes the leased address and,
+	// with it, every secondary address of that subnet (unless the link
+	// promotes secondaries), so a static address planned beside the lease
+	// (or equal to it, so planned as present) would be lost with it. The
+	// risk gate above has judged the change from the live state, lease
+	// included; the new plan differs only by what the client took.
+	if hadDHCP != "" && hadDHCP != wantDHCP {
+		desc := "stop DHCP client on " + hadDHCP
+		stopped, err := stopDHCPClient(layout, hadDHCP)
+		if err != nil {
+			return fail(0, desc, err)
+		}
+		if stopped {
+			res.Steps = append(res.Steps, desc)
+			r.Add(func() error {
+				_, err := ensureDHCPClient(context.WithoutCancel(ctx), log, layout, hadDHCP)
+				return err
+			})
+			log.Info("network step", "step", desc)
+			if opts.afterStep != nil {
+				if err := opts.afterStep(0, desc); err != nil {
+					return fail(0, desc, err)
+				}
+			}
+		}
+		if live, err = h.readState(ctx); err != nil {
+			return fail(len(res.Steps), "read the network state", err)
+		}
+		steps = Plan(cfg, live, prev)
+	}
+	base := len(res.Steps)
 	for i, st := range steps {
+		i += base
 		if err := ctx.Err(); err != nil {
 			return fail(i, st.Desc, err)
 		}
@@ -170,6 +202,7 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 			}
 			return nil
 		})
+		res.Steps = append(res.Steps, st.Desc)
 		log.Info("network step", "step", st.Desc, "took", time.Since(start))
 		if opts.afterStep != nil {
 			if err := opts.afterStep(i, st.Desc); err != nil {
@@ -177,6 +210,8 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 			}
 		}
 	}
+	next := len(res.Steps)
+	res.Steps = append(res.Steps, natSteps(added, removed)...)
 	// NAT networks are ensured on every apply: that also restarts a dnsmasq
 	// that died (virtcon has no daemon to supervise it).
 	dns := natDNS(cfg)
@@ -185,7 +220,7 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 			continue
 		}
 		if err := EnsureNATWith(ctx, log, layout, n, NATOptions{DNSServers: dns}); err != nil {
-			return fail(len(steps), "nat network "+n.Name, err)
+			return fail(next, "nat network "+n.Name, err)
 		}
 		if !prevHas(prev, n.Name) {
 			nn := n
@@ -194,39 +229,29 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 	}
 	for _, n := range removed {
 		if err := RemoveNAT(ctx, log, layout, n.Name, n.Bridge); err != nil {
-			return fail(len(steps), "remove nat network "+n.Name, err)
+			return fail(next, "remove nat network "+n.Name, err)
 		}
 	}
 	// The management DHCP client is ensured on every apply too: a client
 	// that died is started again.
-	wantDHCP, hadDHCP := dhcpIface(cfg), dhcpIface(prev)
 	if wantDHCP != "" {
 		started, err := ensureDHCPClient(ctx, log, layout, wantDHCP)
 		if err != nil {
-			return fail(len(steps), "start DHCP client on "+wantDHCP, err)
+			return fail(next, "start DHCP client on "+wantDHCP, err)
 		}
 		if started {
 			res.Steps = append(res.Steps, "start DHCP client on "+wantDHCP)
 			r.Add(func() error { _, err := stopDHCPClient(layout, wantDHCP); return err })
 		}
 	}
-	if hadDHCP != "" && hadDHCP != wantDHCP {
-		stopped, err := stopDHCPClient(layout, hadDHCP)
-		if err != nil {
-			return fail(len(steps), "stop DHCP client on "+hadDHCP, err)
-		}
-		if stopped {
-			res.Steps = append(res.Steps, "stop DHCP client on "+hadDHCP)
-		}
-	}
 	sys, err := applySystem(layout, cfg)
 	res.Steps = append(res.Steps, sys...)
 	res.Changed = len(res.Steps) > 0
 	if err != nil {
-		return fail(len(steps), "dns/hostname", err)
+		return fail(next, "dns/hostname", err)
 	}
 	if err := record(layout, cfg); err != nil {
-		return fail(len(steps), "record "+AppliedFile(layout), err)
+		return fail(next, "record "+AppliedFile(layout), err)
 	}
 	r.Success()
 	return res, nil
@@ -271,6 +296,18 @@ func natChanges(cfg, prev *Config) (added, removed []Network) {
 	}
 	sort.Slice(removed, func(i, j int) bool { return removed[i].Name < removed[j].Name })
 	return added, removed
+}
+
+// natSteps describes the nat networks an apply creates and removes.
+func natSteps(added, removed []Network) []string {
+	var out []string
+	for _, n := range added {
+		out = append(out, fmt.Sprintf("create nat network %s (bridge %s, %s, DHCP by dnsmasq)", n.Name, n.Bridge, n.Subnet))
+	}
+	for _, n := range removed {
+		out = append(out, fmt.Sprintf("remove nat network %s (bridge %s)", n.Name, n.Bridge))
+	}
+	return out
 }
 
 // prevHas reports whether the previous configuration had a network name.

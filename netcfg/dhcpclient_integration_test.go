@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -268,13 +269,11 @@ func TestDHCPTryRollbackIntegration(t *testing.T) {
 		}
 	}
 
-	// The tried static address joins the leased one's subnet, as a
-	// secondary: when the client drops the primary, the kernel deletes
-	// the secondaries with it unless they are promoted (systemd hosts
-	// promote them; a new namespace does not).
-	host.must(t, func() error {
-		return os.WriteFile("/proc/sys/net/ipv4/conf/"+link+"/promote_secondaries", []byte("1"), 0o644)
-	})
+	// The tried static address is in the leased one's subnet; secondaries
+	// are not promoted (as on a host without systemd), so Apply must stop
+	// the client before it adds the address, or the kernel would delete
+	// it with the leased primary.
+	dhcpITPromoteSecondaries(t, host, link, false)
 	host.must(t, func() error { _, err := Apply(ctx, log, layout, dhcp, ApplyOptions{}); return err })
 	wantClient("DHCP applied", true)
 
@@ -289,6 +288,9 @@ func TestDHCPTryRollbackIntegration(t *testing.T) {
 		t.Errorf("pending try records DHCP clients %q; want [%s]", p.DHCPClients, link)
 	}
 	wantClient("static on trial", false)
+	if got := addrs(); !slices.Equal(got, []string{"10.67.0.10/24"}) {
+		t.Errorf("static on trial: %s has %q; want the static 10.67.0.10/24 only", link, got)
+	}
 	for {
 		if _, err := PendingTry(layout); errors.Is(err, ErrNoPendingTry) {
 			break
@@ -325,4 +327,215 @@ func TestDHCPTryRollbackIntegration(t *testing.T) {
 		t.Errorf("after the rollback %s has %q; want the static 10.67.0.10/24 only", link, got)
 	}
 	tryTestNoWatchdogWithin(t, PendingPath(layout), 3*time.Second)
+}
+
+// dhcpITPromoteSecondaries sets net.ipv4.conf.<link>.promote_secondaries
+// in the namespace, and checks that it took.
+func dhcpITPromoteSecondaries(t *testing.T, ns *testNS, link string, on bool) {
+	t.Helper()
+	path := "/proc/sys/net/ipv4/conf/" + link + "/promote_secondaries"
+	want := "0"
+	if on {
+		want = "1"
+	}
+	ns.must(t, func() error {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			return err
+		}
+		got, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if string(bytes.TrimSpace(got)) != want {
+			return fmt.Errorf("%s: got %q after writing %s", path, got, want)
+		}
+		return nil
+	})
+}
+
+// Making management static in the subnet of its DHCP lease (the leased
+// address itself, or another one) keeps the static address on a link that
+// does not promote secondaries: Apply stops the client, which deletes the
+// leased primary, before it adds the address. So does a try of the same
+// change, which verifies and is kept. A failed apply starts the client
+// again.
+func TestDHCPToStaticSameSubnetIntegration(t *testing.T) {
+	tests := []struct {
+		name, link, peer, net string
+		static                func(lease netip.Prefix) netip.Prefix
+	}{
+		{"the leased address", "vcdhcp2", "vcdhcp2s", "10.68.0", func(l netip.Prefix) netip.Prefix { return l }},
+		{"another address of the subnet", "vcdhcp3", "vcdhcp3s", "10.69.0", func(netip.Prefix) netip.Prefix {
+			return netip.MustParsePrefix("10.69.0.10/24")
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			link := tc.link
+			host, layout := dhcpITTopo(t, link, tc.peer, tc.net)
+			tryTestKillWatchdogs(t, PendingPath(layout))
+			dhcpITPromoteSecondaries(t, host, link, false)
+			log := natTestLog(t)
+			ctx := context.Background()
+			gw := tc.net + ".1"
+			stop := "stop DHCP client on " + link
+			dhcp := &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{Interface: link, DHCP: true}}
+			staticFor := func(lease netip.Prefix) *Config {
+				return &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{
+					Interface: link, Addresses: []string{tc.static(lease).String()}, Gateway: gw}}
+			}
+			h := host.handle(t)
+			addrs := func() []string {
+				t.Helper()
+				l, err := h.LinkByName(link)
+				if err != nil {
+					t.Fatal(err)
+				}
+				as, err := h.AddrList(l, netlink.FAMILY_V4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var out []string
+				for _, a := range as {
+					out = append(out, a.IPNet.String())
+				}
+				return out
+			}
+			defaultVia := func() (gws []string) {
+				t.Helper()
+				routes, err := h.RouteList(nil, netlink.FAMILY_V4)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, r := range routes {
+					if r.Dst == nil || r.Dst.IP.IsUnspecified() {
+						gws = append(gws, r.Gw.String())
+					}
+				}
+				return gws
+			}
+			apply := func(cfg *Config, opts ApplyOptions) (*Result, error) {
+				t.Helper()
+				var res *Result
+				err := host.run(func() error {
+					var err error
+					res, err = Apply(ctx, log, layout, cfg, opts)
+					return err
+				})
+				if res != nil {
+					t.Logf("apply: steps %q", res.Steps)
+				}
+				return res, err
+			}
+			// lease checks that one client runs, holding a lease whose
+			// address is on the link, and returns that address.
+			lease := func(when string) netip.Prefix {
+				t.Helper()
+				pids := dhcpITClients(layout.Root)
+				l, err := ReadDHCPLease(layout, link)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(pids) != 1 || l == nil {
+					t.Fatalf("%s: dhcp clients %v, lease %+v; want one client with a lease", when, pids, l)
+				}
+				if got := addrs(); !slices.Contains(got, l.Address.String()) {
+					t.Errorf("%s: %s has %q; want the leased %s", when, link, got, l.Address)
+				}
+				return l.Address
+			}
+			// wantStatic checks that no client runs and that the link
+			// has the static address only, with the default route.
+			wantStatic := func(when string, cfg *Config) {
+				t.Helper()
+				if pids := dhcpITClients(layout.Root); len(pids) != 0 {
+					t.Errorf("%s: dhcp clients %v; want none", when, pids)
+				}
+				if got, want := addrs(), cfg.Management.Addresses; !slices.Equal(got, want) {
+					t.Errorf("%s: %s has %q; want the static %q only", when, link, got, want)
+				}
+				if got := defaultVia(); !slices.Equal(got, []string{gw}) {
+					t.Errorf("%s: default routes via %q; want via %s", when, got, gw)
+				}
+			}
+
+			if _, err := apply(dhcp, ApplyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			lease("DHCP applied")
+
+			// A step after the client's stop fails: the client is started
+			// again, and the record still says DHCP.
+			boom := errors.New("boom")
+			_, err := apply(staticFor(lease("before the failed apply")), ApplyOptions{afterStep: func(i int, desc string) error {
+				if desc == stop {
+					if i != 0 {
+						t.Errorf("the client's stop is step %d; want 0", i)
+					}
+					return nil
+				}
+				return boom
+			}})
+			var se *StepError
+			if !errors.As(err, &se) || !errors.Is(err, boom) || se.Index != 1 || se.RevertErr != nil {
+				t.Fatalf("failing apply: got %v; want a StepError at step 1 (after the client's stop), fully reverted", err)
+			}
+			lease("after the failed apply")
+			if got := defaultVia(); !slices.Equal(got, []string{gw}) {
+				t.Errorf("after the failed apply: default routes via %q; want via %s", got, gw)
+			}
+			if prev, err := LoadApplied(layout); err != nil || dhcpIface(prev) != link {
+				t.Errorf("after the failed apply: applied %+v, %v; want the DHCP configuration", prev, err)
+			}
+
+			// Without --try: the gateway stays the one the lease had.
+			static := staticFor(lease("before the static apply"))
+			res, err := apply(static, ApplyOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Steps) == 0 || res.Steps[0] != stop || !res.Changed {
+				t.Errorf("static apply: got steps %q; want the client's stop first", res.Steps)
+			}
+			wantStatic("static applied", static)
+			if l, err := ReadDHCPLease(layout, link); l != nil || err != nil {
+				t.Errorf("lease file after the static apply: got %+v, %v; want none", l, err)
+			}
+			if res, err := apply(static, ApplyOptions{}); err != nil || len(res.Steps) != 0 || res.Changed {
+				t.Errorf("second static apply: got %+v, %v; want no steps", res, err)
+			}
+			wantStatic("static applied twice", static)
+
+			// The same change as a try: verified, and kept.
+			if _, err := apply(dhcp, ApplyOptions{AllowDefaultRouteChange: true}); err != nil {
+				t.Fatal(err)
+			}
+			static = staticFor(lease("DHCP applied again"))
+			var p *Pending
+			host.must(t, func() error {
+				var err error
+				res, p, err = ApplyDesired(ctx, log, layout, static, DesiredOptions{Try: 30 * time.Second})
+				return err
+			})
+			if len(res.Steps) == 0 || res.Steps[0] != stop {
+				t.Errorf("try: got steps %q; want the client's stop first", res.Steps)
+			}
+			if !slices.Equal(p.DHCPClients, []string{link}) {
+				t.Errorf("pending try records DHCP clients %q; want [%s]", p.DHCPClients, link)
+			}
+			wantStatic("static on trial", static)
+			if err := ConfirmDesired(layout); err != nil {
+				t.Fatal(err)
+			}
+			tryTestNoWatchdogWithin(t, PendingPath(layout), 3*time.Second)
+			if _, err := PendingTry(layout); !errors.Is(err, ErrNoPendingTry) {
+				t.Errorf("after confirming: pending try %v; want none", err)
+			}
+			wantStatic("static confirmed", static)
+			if res, err := apply(static, ApplyOptions{}); err != nil || len(res.Steps) != 0 || res.Changed {
+				t.Errorf("apply after the confirmed try: got %+v, %v; want no steps", res, err)
+			}
+			wantStatic("static confirmed, applied again", static)
+		})
+	}
 }
