@@ -271,5 +271,14 @@ func waitReady(root string, want int, timeout time.Duration) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	fatal(fmt.Errorf("guests not ready after %v", timeout))
+	// say which guests never got there, and where their consoles stopped
+	logs, _ := filepath.Glob(filepath.Join(root, "var/log/virtcon/vms/*/serial.log"))
+	for _, l := range logs {
+		b, _ := os.ReadFile(l)
+		if !bytes.Contains(b, []byte("VIRTCON-GUEST-READY")) {
+			tail := b[max(len(b)-300, 0):]
+			fmt.Fprintf(os.Stderr, "bench: not ready: %s (%d bytes of console), ends with %q\n", filepath.Base(filepath.Dir(l)), len(b), tail)
+		}
+	}
+	fatal(fmt.Errorf("guests not ready after %v (%d logs)", timeout, len(logs)))
 }
