@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -138,12 +139,23 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 	added, removed := natChanges(cfg, prev)
 	wantDHCP, hadDHCP := dhcpIface(cfg), dhcpIface(prev)
 	if opts.DryRun {
+		// in the order Apply runs them: a DHCP client that goes is
+		// stopped first, and the address steps are then planned again
+		// from what its lease leaves behind
 		res := &Result{Steps: make([]string, 0, len(steps))}
+		var starts []string
+		for _, d := range dhcpPlan(layout, cfg, prev) {
+			if strings.HasPrefix(d, "stop ") {
+				res.Steps = append(res.Steps, d+" (its lease's address and routes go; the steps below are planned again after it)")
+			} else {
+				starts = append(starts, d)
+			}
+		}
 		for _, st := range steps {
 			res.Steps = append(res.Steps, st.Desc)
 		}
 		res.Steps = append(res.Steps, natSteps(added, removed)...)
-		res.Steps = append(res.Steps, dhcpPlan(layout, cfg, prev)...)
+		res.Steps = append(res.Steps, starts...)
 		res.Changed = len(res.Steps) > 0
 		return res, nil
 	}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -488,8 +489,17 @@ func TestDHCPToStaticSameSubnetIntegration(t *testing.T) {
 				t.Errorf("after the failed apply: applied %+v, %v; want the DHCP configuration", prev, err)
 			}
 
-			// Without --try: the gateway stays the one the lease had.
+			// A dry run lists the steps in the order Apply runs them: the
+			// client's stop first.
 			static := staticFor(lease("before the static apply"))
+			if res, err := apply(static, ApplyOptions{DryRun: true}); err != nil {
+				t.Errorf("dry run: %v", err)
+			} else if len(res.Steps) == 0 || !strings.HasPrefix(res.Steps[0], stop) {
+				t.Errorf("dry run: steps %q; want the client's stop first", res.Steps)
+			}
+			lease("after the dry run")
+
+			// Without --try: the gateway stays the one the lease had.
 			res, err := apply(static, ApplyOptions{})
 			if err != nil {
 				t.Fatal(err)
