@@ -121,6 +121,16 @@ func (tt *tmuxTerm) login(user, password string) {
 	tt.keys(false, "Enter")
 }
 
+// cliLine is the screen's "CLI:" line.
+func cliLine(screen string) string {
+	for _, l := range strings.Split(screen, "\n") {
+		if strings.Contains(l, "CLI:") {
+			return l
+		}
+	}
+	return ""
+}
+
 // cancelLogin leaves the login form with Esc and waits until the status
 // screen is back (a key sent right after Esc would read as Alt+key).
 func (tt *tmuxTerm) cancelLogin() {
@@ -308,15 +318,23 @@ func TestIntegrationDCUIStartVM(t *testing.T) {
 	// its serial log on the Logs screen, searched
 	tt.keys(true, "g")
 	tt.waitFor(10*time.Second, "Logs")
+	tt.waitFor(10*time.Second, "auth.log") // the file list has loaded
 	for i := 0; ; i++ {
-		if strings.Contains(tt.capture(), "virt vm logs") {
+		before := cliLine(tt.capture())
+		if strings.Contains(before, "virt vm logs") {
 			break
 		}
 		if i == 10 {
 			t.Fatalf("no VM serial log among the files after 10 tabs:\n%s", tt.capture())
 		}
+		// one tab at a time: the next only once this one has shown
 		tt.keys(false, "Tab")
-		time.Sleep(200 * time.Millisecond)
+		for deadline := time.Now().Add(5 * time.Second); cliLine(tt.capture()) == before; {
+			if time.Now().After(deadline) {
+				t.Fatalf("tab did not change the file:\n%s", tt.capture())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
 	}
 	tt.waitFor(10*time.Second, "dcui-42") // the log's tail has loaded
 	tt.keys(true, "/")
