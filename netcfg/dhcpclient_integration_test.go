@@ -154,17 +154,7 @@ func TestDHCPClientIntegration(t *testing.T) {
 		t.Errorf("lease file: got %v, %v; want mode 0600", st, err)
 	}
 	h := host.handle(t)
-	hasAddr := func() bool {
-		l, err := h.LinkByName(link)
-		if err != nil {
-			t.Fatal(err)
-		}
-		addrs, err := h.AddrList(l, netlink.FAMILY_V4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return slices.ContainsFunc(addrs, func(a netlink.Addr) bool { return a.IPNet.String() == lease.Address.String() })
-	}
+	hasAddr := func() bool { return slices.Contains(dhcpITAddrs(t, h, link), lease.Address.String()) }
 	hasRoute := func() bool {
 		routes, err := h.RouteList(nil, netlink.FAMILY_V4)
 		if err != nil {
@@ -233,22 +223,7 @@ func TestDHCPTryRollbackIntegration(t *testing.T) {
 	dhcp := &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{Interface: link, DHCP: true}}
 	static := &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{Interface: link, Addresses: []string{"10.67.0.10/24"}, Gateway: "10.67.0.1"}}
 	h := host.handle(t)
-	addrs := func() []string {
-		t.Helper()
-		l, err := h.LinkByName(link)
-		if err != nil {
-			t.Fatal(err)
-		}
-		as, err := h.AddrList(l, netlink.FAMILY_V4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var out []string
-		for _, a := range as {
-			out = append(out, a.IPNet.String())
-		}
-		return out
-	}
+	addrs := func() []string { t.Helper(); return dhcpITAddrs(t, h, link) }
 	wantClient := func(when string, running bool) {
 		t.Helper()
 		pids := dhcpITClients(layout.Root)
@@ -386,22 +361,7 @@ func TestDHCPToStaticSameSubnetIntegration(t *testing.T) {
 					Interface: link, Addresses: []string{tc.static(lease).String()}, Gateway: gw}}
 			}
 			h := host.handle(t)
-			addrs := func() []string {
-				t.Helper()
-				l, err := h.LinkByName(link)
-				if err != nil {
-					t.Fatal(err)
-				}
-				as, err := h.AddrList(l, netlink.FAMILY_V4)
-				if err != nil {
-					t.Fatal(err)
-				}
-				var out []string
-				for _, a := range as {
-					out = append(out, a.IPNet.String())
-				}
-				return out
-			}
+			addrs := func() []string { t.Helper(); return dhcpITAddrs(t, h, link) }
 			defaultVia := func() (gws []string) {
 				t.Helper()
 				routes, err := h.RouteList(nil, netlink.FAMILY_V4)
@@ -548,4 +508,22 @@ func TestDHCPToStaticSameSubnetIntegration(t *testing.T) {
 			wantStatic("static confirmed, applied again", static)
 		})
 	}
+}
+
+// dhcpITAddrs lists link's IPv4 addresses through h.
+func dhcpITAddrs(t *testing.T, h *netlink.Handle, link string) []string {
+	t.Helper()
+	l, err := h.LinkByName(link)
+	if err != nil {
+		t.Fatal(err)
+	}
+	as, err := h.AddrList(l, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, a := range as {
+		out = append(out, a.IPNet.String())
+	}
+	return out
 }

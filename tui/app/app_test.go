@@ -12,7 +12,7 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/golden"
+	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/auth"
 	"github.com/virtcon/virtcon/tui/common"
@@ -393,7 +393,7 @@ func TestGolden(t *testing.T) {
 				if tier == term.Plain {
 					tuitest.RequireASCII(t, out)
 				}
-				golden.RequireEqual(t, []byte(out))
+				teatest.RequireEqualOutput(t, []byte(out))
 			})
 		}
 	}

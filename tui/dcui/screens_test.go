@@ -15,7 +15,6 @@ import (
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/colorprofile"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/golden"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/diag"
@@ -414,7 +413,7 @@ func TestScreens(t *testing.T) {
 							t.Errorf("screen lacks %q:\n%s", w, text)
 						}
 					}
-					golden.RequireEqual(t, []byte(out))
+					teatest.RequireEqualOutput(t, []byte(out))
 				})
 			}
 			if len(r.vms.calls) != 0 || r.power.reboots+r.power.poweroffs != 0 {

@@ -405,7 +405,7 @@ func TestStaleReadIgnored(t *testing.T) {
 	// the operator moves on before it lands
 	m.Update(stale)
 	_, cmd = m.Update(tuitest.Key("tab"))
-	m.Update(readMsg{path: logDir + "/dcui.log", data: []byte("stale\n")})
+	m.Update(readMsg{path: logDir + "/dcui.log", lines: []string{"stale"}})
 	if strings.Contains(screen(m), "stale") {
 		t.Errorf("a late read of another file was shown")
 	}
