@@ -468,6 +468,38 @@ func TestPageKeysAvoidReserved(t *testing.T) {
 	}
 }
 
+// TestScreenKeysAvoidGlobalKeys walks every screen's whole key map (its
+// help, with the keys of its menus, forms and dialogs, and its legend)
+// against every global key. A screen key that is also a global one either
+// shadows it (a menu or dialog captures keys, so x there would never log
+// out) or is dead (on the list the app takes it first).
+func TestScreenKeysAvoidGlobalKeys(t *testing.T) {
+	r := newRig(t, term.Plain)
+	global := map[string]string{}
+	for _, b := range keys.Default().All() {
+		for _, k := range b.Keys() {
+			global[k] = b.Help().Desc
+		}
+	}
+	for _, k := range keys.Reserved {
+		if _, ok := global[string(k)]; !ok {
+			t.Errorf("reserved letter %q is in no global binding", k)
+		}
+	}
+	for _, p := range r.pages {
+		cols := append(p.Screen.FullHelp(), p.Screen.ShortHelp())
+		for _, col := range cols {
+			for _, b := range col {
+				for _, k := range b.Keys() {
+					if g, ok := global[k]; ok {
+						t.Errorf("%s: key %q (%s) is the global key of %q", p.Tab, k, b.Help().Desc, g)
+					}
+				}
+			}
+		}
+	}
+}
+
 // TestProgramPlainASCII runs the same tour through a real Bubble Tea
 // program (teatest) with the ASCII colour profile: every byte written to
 // the terminal is printable ASCII or an escape sequence's own.

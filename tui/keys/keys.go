@@ -18,7 +18,11 @@
 //
 // Letters the global map uses (h l s v r n w g d p x q) are reserved while
 // no text field is focused; screens use the others (a b c e f i j k m o t
-// u y z, digits, enter, esc, arrows, tab, /) for their own actions.
+// u y z, digits, enter, esc, arrows, tab, /) for their own actions, in
+// their menus and dialogs too: a menu takes every key while it is open,
+// so a global letter bound there would shadow the global key (x would
+// delete instead of logging out). tui/dcui's TestScreenKeysAvoidGlobalKeys
+// walks every screen's key map against this one.
 package keys
 
 import "charm.land/bubbles/v2/key"

@@ -33,7 +33,8 @@ func (f *field) value() string {
 }
 
 // form is a list of fields with one focused; tab/shift+tab and the arrows
-// move, enter on the last field or ctrl+s submits, esc cancels.
+// move, enter or ctrl+s submits (to the review, which asks before anything
+// is applied: the legend says "^S/enter review"), esc cancels.
 type form struct {
 	title  string
 	fields []*field
@@ -82,15 +83,6 @@ func (f *form) visible(i int) bool {
 	return f.fields[i].hidden == nil || !f.fields[i].hidden(f)
 }
 
-func (f *form) lastVisible() int {
-	for i := len(f.fields) - 1; i >= 0; i-- {
-		if f.visible(i) {
-			return i
-		}
-	}
-	return 0
-}
-
 // move focuses the next (d=1) or previous (d=-1) visible field, wrapping.
 func (f *form) move(d int) {
 	for range f.fields {
@@ -130,14 +122,8 @@ func (f *form) update(msg tea.KeyPressMsg) (formResult, tea.Cmd) {
 	switch msg.String() {
 	case "esc":
 		return formCancel, nil
-	case "ctrl+s":
+	case "ctrl+s", "enter":
 		return formSubmit, nil
-	case "enter":
-		if f.focus == f.lastVisible() {
-			return formSubmit, nil
-		}
-		f.move(1)
-		return formEditing, nil
 	case "tab", "down":
 		f.move(1)
 		return formEditing, nil

@@ -412,6 +412,46 @@ func TestFormValidation(t *testing.T) {
 	}
 }
 
+// TestFormEnterReviews: enter in a form does what the form's legend says
+// ("^S/enter review") from whichever field has the focus, as ctrl+s does;
+// tab moves between fields.
+func TestFormEnterReviews(t *testing.T) {
+	tests := []struct {
+		name  string
+		open  []string // keys that open the form, then keys in it
+		typed string
+		wants []string
+	}{
+		{"add bridge, enter in the name", []string{"a"}, "br9", []string{"Review: add bridge br9", "+ bridges[br9].name: br9"}},
+		{"add bridge, enter in the ports", []string{"a", "tab"}, "eno2", []string{"[FAIL] bridges[2].name"}},
+		{"edit bridge, enter in the addresses", []string{"enter", "tab", "tab", "ctrl+u"}, "192.0.2.1/24", []string{"Review: edit bridge br0", "192.0.2.1/24"}},
+		{"management, enter in the interface", []string{"e", "ctrl+u"}, "eno2", []string{"Review: edit the management interface", "eno2"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := loaded(t, term.Plain, newFake(), true)
+			press(t, m, tc.open...)
+			if m.mode != modeForm {
+				t.Fatalf("mode %d after %v; want a form", m.mode, tc.open)
+			}
+			legend := ""
+			for _, b := range m.ShortHelp() {
+				legend += b.Help().Key + " " + b.Help().Desc + " "
+			}
+			if !strings.Contains(legend, "enter review") {
+				t.Fatalf("form legend %q does not say enter reviews", legend)
+			}
+			typeText(t, m, tc.typed)
+			focus := m.form.focus
+			press(t, m, "enter")
+			if m.mode == modeForm && len(m.form.errs) == 0 {
+				t.Fatalf("enter moved the focus (field %d to %d) instead of reviewing:\n%s", focus, m.form.focus, screen(m))
+			}
+			mustContain(t, screen(m), tc.wants...)
+		})
+	}
+}
+
 // TestReadOnlyRefuses: a console without the writer lock opens no form
 // and changes nothing; it says who holds the lock.
 func TestReadOnlyRefuses(t *testing.T) {

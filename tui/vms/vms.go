@@ -71,18 +71,19 @@ const (
 	actConsole
 )
 
-// menuItems is the action menu, in order, with the letter that picks each.
+// menuItems is the action menu, in order. The key that picks each is its
+// binding in the screen's KeyMap: the list and the menu share one keymap,
+// so a letter does the same thing in both and both legends show it.
 var menuItems = []struct {
-	act    action
-	letter string
-	label  string
+	act   action
+	label string
 }{
-	{actStart, "s", "Start"},
-	{actStop, "t", "Stop (ACPI power button, 60s)"},
-	{actForceStop, "f", "Force stop (quit QEMU at once)"},
-	{actReboot, "b", "Reboot (hard reset)"},
-	{actDelete, "D/x", "Delete..."},
-	{actConsole, "c", "Console (Ctrl-] detaches)"},
+	{actStart, "Start"},
+	{actStop, "Stop (ACPI power button, 60s)"},
+	{actForceStop, "Force stop (quit QEMU at once)"},
+	{actReboot, "Reboot (hard reset)"},
+	{actDelete, "Delete..."},
+	{actConsole, "Console (Ctrl-] detaches)"},
 }
 
 // progress is what the phase column says while the action runs.
@@ -168,10 +169,59 @@ type (
 )
 
 // KeyMap is the screen's own bindings; none uses a globally reserved letter.
+// The action keys (Start ... Console) act on the selected VM in the list and
+// pick the item in the action menu alike.
 type KeyMap struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
 	Menu, Start, Stop, ForceStop, Reboot  key.Binding
 	Delete, Console                       key.Binding
+}
+
+// action is the binding of a lifecycle action.
+func (k KeyMap) action(a action) key.Binding {
+	switch a {
+	case actStart:
+		return k.Start
+	case actStop:
+		return k.Stop
+	case actForceStop:
+		return k.ForceStop
+	case actReboot:
+		return k.Reboot
+	case actDelete:
+		return k.Delete
+	case actConsole:
+		return k.Console
+	}
+	return key.Binding{}
+}
+
+// actions is the bindings of the menu's items, in its order.
+func (k KeyMap) actions() []key.Binding {
+	bs := make([]key.Binding, len(menuItems))
+	for i, it := range menuItems {
+		bs[i] = k.action(it.act)
+	}
+	return bs
+}
+
+// menuLetters is the legend's one entry for the menu's action keys: the
+// letters of the list's bindings ("a/o/f/b/D/c pick").
+func (k KeyMap) menuLetters() key.Binding {
+	var ks, letters []string
+	for _, b := range k.actions() {
+		ks = append(ks, b.Keys()...)
+		letters = append(letters, lastAlias(b.Help().Key))
+	}
+	return key.NewBinding(key.WithKeys(ks...), key.WithHelp(strings.Join(letters, "/"), "pick"))
+}
+
+// lastAlias is the letter of a help key such as "Del/D".
+func lastAlias(k string) string {
+	if i := strings.LastIndex(k, "/"); i >= 0 {
+		return k[i+1:]
+	}
+	return k
 }
 
 // DefaultKeyMap returns the screen's bindings.
@@ -263,17 +313,16 @@ func (m *Model) ShortHelp() []key.Binding {
 	case m.confirm != nil:
 		return common.ConfirmHelp("delete")
 	case m.menu != nil:
-		return []key.Binding{k.Up, k.Down, menuChoose, menuLetters, menuClose}
+		return []key.Binding{k.Up, k.Down, menuChoose, k.menuLetters(), menuClose}
 	}
 	return []key.Binding{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console}
 }
 
 // The menu's keys, for the legend and the help.
 var (
-	menuChoose  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "choose"))
-	menuLetters = key.NewBinding(key.WithKeys("s", "t", "f", "b", "D", "x", "c"), key.WithHelp("s/t/f/b/D/c", "pick"))
-	menuClose   = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))
-	detach      = key.NewBinding(key.WithKeys("ctrl+]"), key.WithHelp("^]", "leave the console (the VM keeps running)"))
+	menuChoose = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "choose"))
+	menuClose  = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))
+	detach     = key.NewBinding(key.WithKeys("ctrl+]"), key.WithHelp("^]", "leave the console (the VM keeps running)"))
 )
 
 // FullHelp is the screen's help.
@@ -282,7 +331,7 @@ func (m *Model) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console, detach},
-		{menuChoose, menuLetters, menuClose},
+		{menuChoose, k.menuLetters(), menuClose},
 	}
 }
 
@@ -531,11 +580,9 @@ func (m *Model) menuKey(msg tea.KeyPressMsg) tea.Cmd {
 		return nil
 	case "enter":
 		return m.pick(menuItems[m.menu.idx].act)
-	case "x", "delete":
-		return m.pick(actDelete)
 	}
 	for _, it := range menuItems {
-		if s == it.letter || strings.HasPrefix(it.letter, s+"/") {
+		if key.Matches(msg, m.keys.action(it.act)) {
 			return m.pick(it.act)
 		}
 	}
@@ -867,8 +914,12 @@ func (m *Model) menuBox() []string {
 	s := m.c.Styles
 	e, _ := m.find(m.menu.key)
 	lines := []string{s.Section.Render(m.clean(e.Name)) + " " + s.Muted.Render("("+e.Phase+")"), ""}
+	kw := 0
+	for _, b := range m.keys.actions() {
+		kw = max(kw, lipgloss.Width(b.Help().Key))
+	}
 	for i, it := range menuItems {
-		l := fmt.Sprintf("%-3s %s", it.letter, it.label)
+		l := fmt.Sprintf("%-*s %s", kw, m.keys.action(it.act).Help().Key, it.label)
 		if i == m.menu.idx {
 			lines = append(lines, s.Selected.Render("> "+l))
 		} else {

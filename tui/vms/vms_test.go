@@ -280,7 +280,9 @@ func TestActions(t *testing.T) {
 		{"missing VM can start", []string{"j", "j", "j", "a"}, call{op: "start", ref: uid(4)}, "virt vm start ghost", "ghost started"},
 		{"delete stopped confirmed with y", []string{"j", "D", "y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
 		{"delete key and capital Y", []string{"j", "delete", "Y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
-		{"delete from menu with x", []string{"j", "enter", "x", "y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
+		{"delete from menu with D", []string{"j", "enter", "D", "y"}, call{op: "delete", ref: uid(2)}, "virt vm delete web-02", "web-02 deleted"},
+		{"menu letter start", []string{"j", "enter", "a"}, call{op: "start", ref: uid(2)}, "virt vm start web-02", "web-02 started"},
+		{"menu letter stop", []string{"enter", "o"}, call{op: "stop", ref: uid(1), opts: vm.StopOptions{Timeout: 60 * time.Second}}, "virt vm stop web-01", "web-01 stopped"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -347,7 +349,7 @@ func TestRefusals(t *testing.T) {
 		{"read-only reboot", ro, []string{"b"}, "read-only: alice"},
 		{"read-only delete", ro, []string{"j", "D"}, "read-only: alice"},
 		{"read-only console", ro, []string{"c"}, "read-only: alice"},
-		{"read-only menu item", ro, []string{"enter", "s"}, "read-only: alice"},
+		{"read-only menu item", ro, []string{"enter", "a"}, "read-only: alice"},
 		{"logged out", &common.Session{}, []string{"a"}, "log in first"},
 		{"external", writer(), []string{"end", "k", "a"}, "legacy-win is EXTERNAL: not managed by virtcon"},
 		{"external menu", writer(), []string{"end", "k", "enter"}, "legacy-win is EXTERNAL"},
@@ -601,14 +603,15 @@ func (u untilLoaded) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	return u, cmd
 }
 
-// TestKeysAvoidReserved: no binding of the list uses a letter the global
-// key map takes. (The menu's letters are read only while it captures.)
+// TestKeysAvoidReserved: no binding of the list or of the menu uses a
+// letter the global key map takes: the menu captures keys while it is
+// open, so a global letter there would shadow the global key.
 func TestKeysAvoidReserved(t *testing.T) {
 	m := newModel(t, term.Rich, &fakeManager{}, writer())
 	if m.Capturing() {
 		t.Fatal("the list captures keys")
 	}
-	for _, col := range append(m.FullHelp()[:2], m.ShortHelp()) {
+	for _, col := range append(m.FullHelp(), m.ShortHelp()) {
 		for _, b := range col {
 			for _, k := range b.Keys() {
 				if len(k) == 1 && strings.Contains(keys.Reserved, k) {
@@ -637,5 +640,73 @@ func TestHardActionsNeedConfirmation(t *testing.T) {
 		if !strings.Contains(screen(m), "cancelled") {
 			t.Errorf("%s: no cancelled message:\n%s", k, screen(m))
 		}
+	}
+}
+
+// TestListAndMenuShareKeys: an action's key does the same on the list and
+// in the action menu (one keymap), and both legends show the same letters.
+func TestListAndMenuShareKeys(t *testing.T) {
+	type outcome struct {
+		calls     string
+		capturing bool
+		cli, msg  string
+		cmd       bool
+	}
+	run := func(ks ...string) outcome {
+		f := &fakeManager{entries: fakeEntries()}
+		m := loaded(t, term.Plain, f, writer())
+		keysTo(t, m, ks[:len(ks)-1]...)
+		_, cmd := m.Update(tuitest.Key(ks[len(ks)-1]))
+		if cmd != nil && ks[len(ks)-1] != "c" {
+			// run the action (the console's Exec is not run here)
+			deliver(t, m, cmd())
+		}
+		return outcome{calls: fmt.Sprint(f.actions()), capturing: m.Capturing(), cli: m.CLI(),
+			msg: ansi.Strip(m.messageLine()), cmd: cmd != nil}
+	}
+	for _, tt := range []struct {
+		key  string
+		down []string // to the VM it acts on
+	}{
+		{"a", []string{"j"}}, {"o", nil}, {"f", nil}, {"b", nil}, {"D", []string{"j"}}, {"delete", []string{"j"}}, {"c", nil},
+	} {
+		t.Run(tt.key, func(t *testing.T) {
+			list := run(append(append([]string{}, tt.down...), tt.key)...)
+			menu := run(append(append(append([]string{}, tt.down...), "enter"), tt.key)...)
+			if list != menu {
+				t.Errorf("%q on the list: %+v; in the menu: %+v; want the same", tt.key, list, menu)
+			}
+			if list.calls == "[]" && !list.capturing && !list.cmd {
+				t.Errorf("%q does nothing on the list: %+v", tt.key, list)
+			}
+		})
+	}
+
+	// the legends: the list's action keys are the letters the menu shows
+	m := loaded(t, term.Plain, &fakeManager{entries: fakeEntries()}, writer())
+	var listKeys []string
+	for _, b := range m.ShortHelp()[1:] {
+		listKeys = append(listKeys, b.Help().Key)
+	}
+	keysTo(t, m, "enter")
+	box := screen(m)
+	for _, k := range listKeys {
+		if !strings.Contains(box, "> "+k+" ") && !strings.Contains(box, "  "+k+" ") {
+			t.Errorf("the menu does not show the list's key %q:\n%s", k, box)
+		}
+	}
+	var pick string
+	for _, b := range m.ShortHelp() {
+		if b.Help().Desc == "pick" {
+			pick = b.Help().Key
+		}
+	}
+	if pick != "a/o/f/b/D/c" {
+		t.Errorf("menu legend pick keys = %q; want a/o/f/b/D/c, the list's letters", pick)
+	}
+	// x is the global log-out letter: no key in the menu
+	keysTo(t, m, "x")
+	if m.confirm != nil || m.menu == nil {
+		t.Errorf("x in the menu: confirm %v, menu %v; want no action (x is log out)", m.confirm, m.menu)
 	}
 }
