@@ -6,18 +6,23 @@ export GO
 GOBIN := $(shell $(GO) env GOPATH)/bin
 STATICCHECK ?= $(shell command -v staticcheck || echo $(GOBIN)/staticcheck)
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/virtcon/virtcon/internal/buildinfo.Version=$(VERSION)
+# The commit is stamped explicitly: Go's own VCS stamp is off where GOFLAGS says -buildvcs=false.
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X github.com/virtcon/virtcon/internal/buildinfo.Version=$(VERSION) -X github.com/virtcon/virtcon/internal/buildinfo.Commit=$(COMMIT)
+VIRT_BIN ?= bin/virt
 # The race detector slows the integration tests; CI keeps it on.
 TESTFLAGS ?= -race -count=1
 
-.PHONY: help build build-deps install run deps test test-unit test-integration lint bench docs clean
+.PHONY: help build virt build-deps install run deps test test-unit test-integration lint bench docs clean
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-build: ## build bin/virt and bin/dcui
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/virt ./cmd/virt  # static: starts faster
+build: virt ## build bin/virt and bin/dcui
 	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/dcui ./cmd/dcui  # PAM: cgo, never silently without
+
+virt: ## build bin/virt only (VIRT_BIN=PATH elsewhere)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(VIRT_BIN) ./cmd/virt  # static: starts faster
 
 run: build-deps build ## build, install the PAM service if missing, and open the DCUI here (root)
 	@[ -e /etc/pam.d/virtcon ] || install -m 0644 packaging/pam.d/virtcon /etc/pam.d/virtcon

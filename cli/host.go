@@ -73,7 +73,7 @@ with a hard timeout. Exit code 3 when any check FAILs.`,
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&timeout, "probe-timeout", 3*time.Second, "hard deadline for the KVM probe")
+	durationFlag(cmd.Flags(), &timeout, "probe-timeout", 3*time.Second, "hard deadline for the KVM probe")
 	return cmd
 }
 

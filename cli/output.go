@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"text/tabwriter"
 
 	"go.yaml.in/yaml/v3"
@@ -73,4 +74,20 @@ func (t textOnly) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// count prints a number, or "-" when it is unknown (zero).
+func count(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n)
+}
+
+// mib prints a memory size in MiB, or "-" when it is unknown (zero).
+func mib(n int) string {
+	if n == 0 {
+		return "-"
+	}
+	return strconv.Itoa(n) + "MiB"
 }

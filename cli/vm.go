@@ -8,12 +8,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/virtcon/virtcon/internal/redact"
 	"github.com/virtcon/virtcon/vm"
 	"golang.org/x/term"
 )
@@ -107,25 +104,35 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 		memory, disk, image, kernel, initrd, cmdline string
 		userData, accel, firmware                    string
 		start                                        bool
-		labels                                       []string
+		labels, networks                             []string
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a VM from flags (the imperative form of virt apply)",
 		Example: `  virt vm create t1 --kernel build/guest/vmlinuz --initrd build/guest/initrd.img --memory 256 --start
-  virt vm create web --image debian-12 --disk 20G --cpus 2 --memory 2G --cloud-init-user-data user.yaml --start`,
+  virt vm create web --image debian-12 --disk 20G --cpus 2 --memory 2G --cloud-init-user-data user.yaml --network default --start
+  virt vm create db --image debian-12 --network bridge=br0 --network default --memory 4G`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m := env.vms()
 			v := &vm.VirtualMachine{APIVersion: vm.APIVersion, Kind: vm.Kind}
 			v.Metadata.Name = args[0]
 			v.Spec.CPUs, v.Spec.Accel, v.Spec.Firmware, v.Spec.Running = cpus, accel, firmware, start
-			if memory != "" {
-				mib, err := parseMiB(memory)
+			if cpus < 1 {
+				// 0 in a manifest means "the default"; typed on the command line it is a mistake
+				return &UsageError{fmt.Errorf("--cpus %d: must be at least 1", cpus)}
+			}
+			mib, err := vm.ParseMemoryMiB(memory)
+			if err != nil {
+				return &UsageError{fmt.Errorf("--memory: %w", err)}
+			}
+			v.Spec.MemoryMiB = mib
+			for _, n := range networks {
+				nic, err := parseNIC(n)
 				if err != nil {
-					return &UsageError{fmt.Errorf("--memory: %w", err)}
+					return &UsageError{fmt.Errorf("--network %q: %w", n, err)}
 				}
-				v.Spec.MemoryMiB = mib
+				v.Spec.Network = append(v.Spec.Network, nic)
 			}
 			for _, l := range labels {
 				k, val, ok := strings.Cut(l, "=")
@@ -186,7 +193,7 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	}
 	f := cmd.Flags()
 	f.IntVar(&cpus, "cpus", 1, "virtual CPUs")
-	f.StringVar(&memory, "memory", "512", "memory in MiB, or with a unit (2G)")
+	f.StringVar(&memory, "memory", "512", "memory in MiB, or with a unit (2G, 1.5GiB); at least 16 MiB")
 	f.StringVar(&disk, "disk", "", "root disk size (10G); grows the image's overlay, or makes a blank disk without --image")
 	f.StringVar(&image, "image", "", "base image name (virt image list) or an http(s) URL to pull")
 	f.StringVar(&kernel, "kernel", "", "kernel for direct boot")
@@ -197,6 +204,7 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	f.StringVar(&firmware, "firmware", "", "uefi or bios (default uefi; bios with --kernel)")
 	f.BoolVar(&start, "start", false, "start the VM once created")
 	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
+	f.StringArrayVar(&networks, "network", nil, "a NIC on a VM network of network.yaml (NAME) or on a host bridge (bridge=BR), optionally ,mac=M,model=virtio|e1000 (repeatable; none: user-mode networking)")
 	_ = cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("firmware", cobra.FixedCompletions([]string{"uefi", "bios"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
@@ -212,15 +220,36 @@ func absPath(p string) string {
 	return p
 }
 
-func parseMiB(s string) (int, error) {
-	if n, err := strconv.Atoi(s); err == nil {
-		return n, nil
+// parseNIC reads --network: a VM network of network.yaml (NAME or
+// network=NAME) or a host bridge (bridge=BR), with optional ,mac= and
+// ,model=.
+func parseNIC(s string) (vm.NIC, error) {
+	var nic vm.NIC
+	for i, part := range strings.Split(s, ",") {
+		k, val, ok := strings.Cut(part, "=")
+		if !ok {
+			if i > 0 {
+				return nic, fmt.Errorf("%q: want key=value (network=, bridge=, mac=, model=)", part)
+			}
+			k, val = "network", part
+		}
+		switch k {
+		case "network":
+			nic.Network = val
+		case "bridge":
+			nic.Bridge = val
+		case "mac":
+			nic.MAC = val
+		case "model":
+			nic.Model = val
+		default:
+			return nic, fmt.Errorf("unknown key %q (want network, bridge, mac or model)", k)
+		}
 	}
-	b, err := vm.ParseSize(s)
-	if err != nil {
-		return 0, err
+	if (nic.Network == "") == (nic.Bridge == "") {
+		return nic, errors.New("give exactly one of a network name or bridge=BR")
 	}
-	return int(b >> 20), nil
+	return nic, nil
 }
 
 func newVMListCmd(env *Env) *cobra.Command {
@@ -231,27 +260,28 @@ func newVMListCmd(env *Env) *cobra.Command {
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			entries, err := env.vms().List(cmd.Context())
-			if err != nil {
-				fmt.Fprintf(env.IO.ErrOut, "warning: %v\n", err)
-			}
 			if entries == nil {
+				if err != nil {
+					return err // the store cannot be read: no row could be told apart
+				}
 				entries = []vm.Entry{}
 			}
-			return render(env.IO.Out, env.Output, entries, func(w io.Writer) error {
+			if rerr := render(env.IO.Out, env.Output, entries, func(w io.Writer) error {
 				fmt.Fprintln(w, "NAME\tCLASS\tPHASE\tACCEL\tPID\tCPUS\tMEMORY\tUID")
 				for _, e := range entries {
-					pid := "-"
-					if e.PID > 0 {
-						pid = strconv.Itoa(e.PID)
+					uid := e.UID
+					if uid == "" {
+						uid = e.Path // an orphaned file or TAP
 					}
-					mem := "-"
-					if e.MemoryMiB > 0 {
-						mem = fmt.Sprintf("%dMiB", e.MemoryMiB)
-					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", e.Name, e.Class, e.Phase, dash(e.Accel), pid, e.CPUs, mem, e.UID)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(e.Name), e.Class, e.Phase, dash(e.Accel), count(e.PID), count(e.CPUs), mib(e.MemoryMiB), dash(uid))
 				}
 				return nil
-			})
+			}); rerr != nil {
+				return rerr
+			}
+			// the listing is printed, rows with problems included; the
+			// exit status says it is not whole
+			return err
 		},
 	}
 }
@@ -267,15 +297,29 @@ func newVMShowCmd(env *Env) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			v, e, err := env.vms().Get(cmd.Context(), args[0])
+			m := env.vms()
+			v, e, err := m.Get(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			if !secrets && v.Spec.CloudInit != nil && v.Spec.CloudInit.UserData != "" {
-				ci := *v.Spec.CloudInit
-				ci.UserData = redact.Mask
-				v.Spec.CloudInit = &ci
+			if v == nil { // EXTERNAL, or a live ORPHANED QEMU: what is known, read-only
+				return render(env.IO.Out, env.Output, e, func(w io.Writer) error {
+					fmt.Fprintf(w, "Name:\t%s\nUID:\t%s\nClass:\t%s\nPhase:\t%s\n", dash(e.Name), dash(e.UID), e.Class, e.Phase)
+					if e.Source != "" {
+						fmt.Fprintf(w, "Source:\t%s\n", e.Source)
+					}
+					if e.PID > 0 {
+						fmt.Fprintf(w, "PID:\t%d\n", e.PID)
+					}
+					fmt.Fprintf(w, "Accel:\t%s\nCPUs:\t%s\nMemory:\t%s\n", dash(e.Accel), count(e.CPUs), mib(e.MemoryMiB))
+					fmt.Fprintf(w, "Note:\t%s\n", e.Message)
+					return nil
+				})
 			}
+			if !secrets {
+				v = vm.Redacted(v)
+			}
+			nics := m.NICs(v)
 			return render(env.IO.Out, env.Output, v, func(w io.Writer) error {
 				fmt.Fprintf(w, "Name:\t%s\nUID:\t%s\nClass:\t%s\nPhase:\t%s\n", e.Name, e.UID, e.Class, e.Phase)
 				if e.PID > 0 {
@@ -289,6 +333,16 @@ func newVMShowCmd(env *Env) *cobra.Command {
 				fmt.Fprintf(w, "Generation:\t%d (observed %d)\n", v.Metadata.Generation, v.Status.ObservedGeneration)
 				for _, d := range v.Spec.Disks {
 					fmt.Fprintf(w, "Disk %s:\timage %s, size %s\n", d.Name, dash(d.Image), dash(d.Size))
+				}
+				if len(nics) == 0 {
+					fmt.Fprintf(w, "NIC:\tuser-mode networking (outbound only; not reachable from the host)\n")
+				}
+				for _, n := range nics {
+					on := "bridge " + n.Bridge
+					if n.Network != "" {
+						on = "network " + n.Network + " (bridge " + dash(n.Bridge) + ")"
+					}
+					fmt.Fprintf(w, "NIC %d:\t%s, mac %s, %s, tap %s\n", n.Index, on, n.MAC, n.Model, n.TAP)
 				}
 				if b := v.Spec.Boot; b != nil {
 					fmt.Fprintf(w, "Kernel:\t%s\nInitrd:\t%s\nCmdline:\t%s\n", b.Kernel, dash(b.Initrd), b.Cmdline)
@@ -348,7 +402,7 @@ func newVMStopCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().DurationVar(&opts.Timeout, "timeout", 60*time.Second, "how long the guest gets to power off before QEMU is told to quit")
+	durationFlag(cmd.Flags(), &opts.Timeout, "timeout", vm.DefaultStopTimeout, "how long the guest gets to power off before QEMU is told to quit; 0 quits at once")
 	cmd.Flags().BoolVar(&opts.Force, "force", false, "skip the power button: quit QEMU at once (then SIGKILL)")
 	return cmd
 }
@@ -391,25 +445,34 @@ func newVMDeleteCmd(env *Env) *cobra.Command {
 
 func newVMConsoleCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
-		Use:               "console NAME",
-		Short:             "Attach to a VM's serial console; Ctrl-] detaches and never stops the VM",
+		Use:   "console NAME",
+		Short: "Attach to a VM's serial console; Ctrl-] detaches and never stops the VM",
+		Long: `Attach to a VM's serial console. Ctrl-] detaches; the VM keeps running.
+One client at a time: while another holds the console, this fails with
+"console busy" naming the holder when it is a virtcon process.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			in := env.IO.In
-			if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-				old, err := term.MakeRaw(int(f.Fd()))
-				if err != nil {
-					return err
+			var restore func()
+			defer func() {
+				if restore != nil {
+					restore()
 				}
-				defer term.Restore(int(f.Fd()), old)
+			}()
+			var name string
+			err := env.vms().Console(cmd.Context(), args[0], in, env.IO.Out, func(v *vm.VirtualMachine) {
+				name = v.Metadata.Name // called by UUID (the DCUI does): say which VM
+				if f, ok := in.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+					if old, err := term.MakeRaw(int(f.Fd())); err == nil {
+						restore = func() { term.Restore(int(f.Fd()), old) }
+					}
+				}
+				fmt.Fprintf(env.IO.ErrOut, "Connected to %s's serial console. Detach with Ctrl-]\r\n", name)
+			})
+			if name == "" {
+				return err // nothing was attached: only the error
 			}
-			name := args[0]
-			if e, err := env.vms().Peek(args[0]); err == nil && e.Name != "" {
-				name = e.Name // called by UUID (the DCUI does): say which VM
-			}
-			fmt.Fprintf(env.IO.ErrOut, "Connected to %s's serial console. Detach with Ctrl-]\r\n", name)
-			err := env.vms().Console(cmd.Context(), args[0], in, env.IO.Out)
 			fmt.Fprintf(env.IO.ErrOut, "\r\nDetached from %s (the VM keeps running).\r\n", name)
 			return err
 		},

@@ -44,6 +44,11 @@ func (m *Monitor) Cont(ctx context.Context) error {
 	return m.Execute(ctx, "cont", nil, nil)
 }
 
+// SystemWakeup wakes a guest suspended to RAM (run state "suspended").
+func (m *Monitor) SystemWakeup(ctx context.Context) error {
+	return m.Execute(ctx, "system_wakeup", nil, nil)
+}
+
 // Quit makes QEMU exit without asking the guest, then closes the Monitor.
 // QEMU may close the socket before its reply arrives; once the command was
 // sent, that counts as success.

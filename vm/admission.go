@@ -7,13 +7,14 @@ import (
 	"io"
 	"net"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/internal/fielderr"
+	"github.com/virtcon/virtcon/internal/yamlcheck"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -43,29 +44,41 @@ func (e *ValidationError) Error() string {
 // Is makes errors.Is(err, ErrInvalid) true.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
 
-// Decode reads exactly one manifest, rejecting unknown fields.
+// Decode reads exactly one manifest, YAML or JSON, rejecting unknown
+// fields and values of the wrong type by their path (spec.disks[0].size).
 func Decode(data []byte) (*VirtualMachine, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, fmt.Errorf("%w: empty manifest", ErrInvalid)
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var vm VirtualMachine
-	if err := dec.Decode(&vm); err == io.EOF {
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err == io.EOF {
 		return nil, fmt.Errorf("%w: empty manifest (only comments)", ErrInvalid)
 	} else if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
 	}
 	// A trailing "---" opens an empty document: harmless, and common.
 	for {
-		var extra any
+		var extra yaml.Node
 		err := dec.Decode(&extra)
 		if err == io.EOF {
 			break
 		}
-		if err != nil || extra != nil {
+		if err != nil || !yamlcheck.IsNull(&extra) {
 			return nil, fmt.Errorf("%w: more than one document in the manifest; apply one VM per file", ErrInvalid)
 		}
+	}
+	if probs := yamlcheck.Check(&doc, reflect.TypeFor[VirtualMachine]()); len(probs) > 0 {
+		errs := make([]*FieldError, len(probs))
+		for i, p := range probs {
+			errs[i] = &FieldError{p.Field, p.Value, p.Msg}
+		}
+		return nil, &ValidationError{errs}
+	}
+	var vm VirtualMachine
+	if err := doc.Decode(&vm); err != nil {
+		// Check catches the type errors first; this is a backstop.
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
 	}
 	if vm.APIVersion != APIVersion {
 		return nil, &ValidationError{[]*FieldError{{"apiVersion", vm.APIVersion, "want " + APIVersion}}}
@@ -166,6 +179,11 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 		}
 	}
 	add(ValidateName("metadata.name", vm.Metadata.Name))
+	if looksLikeUID(vm.Metadata.Name) {
+		// a name is a label and the UID the identity: a name shaped like a
+		// UID would let one VM answer to another's identity
+		add(&FieldError{"metadata.name", vm.Metadata.Name, "must not have the shape of a UUID (UUIDs are VM identities)"})
+	}
 	if vm.Metadata.UID != "" {
 		if _, err := uuid.Parse(vm.Metadata.UID); err != nil || len(vm.Metadata.UID) != 36 {
 			add(&FieldError{"metadata.uid", vm.Metadata.UID, "must be a UUID like 123e4567-e89b-12d3-a456-426614174000"})
@@ -197,8 +215,8 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 		add(&FieldError{"spec.cpus", s.CPUs, fmt.Sprintf("the host has %d CPUs", lim.CPUs)})
 	}
 	switch {
-	case s.MemoryMiB < 16:
-		add(&FieldError{"spec.memoryMiB", s.MemoryMiB, "must be at least 16"})
+	case s.MemoryMiB < MinMemoryMiB:
+		add(&FieldError{"spec.memoryMiB", s.MemoryMiB, fmt.Sprintf("must be at least %d", MinMemoryMiB)})
 	case lim.MemoryMiB > 0 && s.MemoryMiB > lim.MemoryMiB:
 		add(&FieldError{"spec.memoryMiB", s.MemoryMiB, fmt.Sprintf("the host has %d MiB", lim.MemoryMiB)})
 	}
@@ -284,31 +302,4 @@ func hasImageDisk(ds []Disk) bool {
 		}
 	}
 	return false
-}
-
-// ParseSize parses 512M, 10G, 10GiB, 1T or plain bytes (binary units).
-func ParseSize(s string) (int64, error) {
-	t := strings.TrimSpace(strings.ToUpper(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > (1<<53)/mult {
-		return 0, fmt.Errorf("bad size %q", s)
-	}
-	return v * mult, nil
 }

@@ -77,16 +77,19 @@ func TestDecodeInvalid(t *testing.T) {
 		{"only a comment", "# nothing here\n", []string{"empty manifest"}},
 		{"malformed", head + "metadata: [name: x\n", []string{"line"}},
 		{"bad indentation", head + "metadata:\n  name: a\n bad: b\n", []string{"line"}},
-		{"not a mapping", "- a\n- b\n", []string{"cannot unmarshal"}},
-		{"unknown top-level field", head + "metadata: {name: a}\nspecs: {}\n", []string{"field specs not found"}},
-		{"unknown metadata field", head + "metadata: {name: a, namespace: b}\n", []string{"field namespace not found"}},
-		{"unknown spec field", head + "metadata: {name: a}\nspec: {cpu: 2}\n", []string{"field cpu not found"}},
-		{"unknown disk field", head + "metadata: {name: a}\nspec: {disks: [{name: a, bus: sata}]}\n", []string{"field bus not found"}},
-		{"unknown boot field", head + "metadata: {name: a}\nspec: {boot: {kernel: /k, dtb: /d}}\n", []string{"field dtb not found"}},
-		{"unknown cloudInit field", head + "metadata: {name: a}\nspec: {cloudInit: {vendorData: x}}\n", []string{"field vendorData not found"}},
-		{"unknown status field", head + "metadata: {name: a}\nstatus: {ip: x}\n", []string{"field ip not found"}},
+		{"not a mapping", "- a\n- b\n", []string{"(document): must be a mapping"}},
+		{"unknown top-level field", head + "metadata: {name: a}\nspecs: {}\n", []string{"specs: unknown field"}},
+		{"unknown metadata field", head + "metadata: {name: a, namespace: b}\n", []string{"metadata.namespace: unknown field"}},
+		{"unknown spec field", head + "metadata: {name: a}\nspec: {cpu: 2}\n", []string{"spec.cpu: unknown field"}},
+		{"unknown disk field", head + "metadata: {name: a}\nspec: {disks: [{name: a, bus: sata}]}\n", []string{"spec.disks[0].bus: unknown field"}},
+		{"unknown boot field", head + "metadata: {name: a}\nspec: {boot: {kernel: /k, dtb: /d}}\n", []string{"spec.boot.dtb: unknown field"}},
+		{"unknown cloudInit field", head + "metadata: {name: a}\nspec: {cloudInit: {vendorData: x}}\n", []string{"spec.cloudInit.vendorData: unknown field"}},
+		{"unknown status field", head + "metadata: {name: a}\nstatus: {ip: x}\n", []string{"status.ip: unknown field"}},
 		{"duplicate key", head + "metadata: {name: a}\nkind: VirtualMachine\n", []string{`"kind" already defined`}},
-		{"wrong type", head + "metadata: {name: a}\nspec: {cpus: many}\n", []string{"many"}},
+		{"wrong type", head + "metadata: {name: a}\nspec: {cpus: many}\n", []string{"spec.cpus: must be an integer", "many"}},
+		{"case typo", head + "metadata: {name: a}\nspec: {memorymib: 512}\n", []string{"spec.memorymib: unknown field", `did you mean "memoryMiB"`}},
+		{"wrong type in a list", head + "metadata: {name: a}\nspec: {disks: [{name: a, size: [1]}]}\n", []string{"spec.disks[0].size: must be a string"}},
+		{"label of the wrong type", head + "metadata: {name: a, labels: {a: [1]}}\n", []string{"metadata.labels[a]: must be a string"}},
 		{"two documents", head + "metadata: {name: a}\n---\n" + head + "metadata: {name: b}\n", []string{"more than one document"}},
 		{"second document scalar", head + "metadata: {name: a}\n---\nhello\n", []string{"more than one document"}},
 		{"second document malformed", head + "metadata: {name: a}\n---\n[\n", []string{"more than one document"}},
@@ -277,7 +280,7 @@ func TestValidateFields(t *testing.T) {
 		{"disk bad image", func(v *VirtualMachine) { v.Spec.Disks[0].Image = "../../etc/shadow" }, testLimits, false, "spec.disks[0].image", `"../../etc/shadow"`},
 		{"disk size unit", func(v *VirtualMachine) { v.Spec.Disks[0].Size = "10X" }, testLimits, false, "spec.disks[0].size", `"10X"`},
 		{"disk size negative", func(v *VirtualMachine) { v.Spec.Disks[0].Size = "-1G" }, testLimits, false, "spec.disks[0].size", `"-1G"`},
-		{"disk size fraction", func(v *VirtualMachine) { v.Spec.Disks[0].Size = "1.5G" }, testLimits, false, "spec.disks[0].size", `"1.5G"`},
+		{"disk size fraction of a byte", func(v *VirtualMachine) { v.Spec.Disks[0].Size = "1.0000001G" }, testLimits, false, "spec.disks[0].size", `"1.0000001G"`},
 		{"disk size below 1M", func(v *VirtualMachine) { v.Spec.Disks[0].Size = "1023K" }, testLimits, false, "spec.disks[0].size", `"1023K"`},
 		{"disk size zero", func(v *VirtualMachine) { v.Spec.Disks[0].Size = "0" }, testLimits, false, "spec.disks[0].size", `"0"`},
 		{"disk size huge", func(v *VirtualMachine) { v.Spec.Disks[0].Size = "9000T" }, testLimits, false, "spec.disks[0].size", `"9000T"`},
@@ -392,6 +395,30 @@ func TestValidateReportsEveryError(t *testing.T) {
 	}
 }
 
+func TestParseMemoryMiB(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		in   string
+		want int // 0: an error
+	}{
+		{"512", 512}, {"512M", 512}, {"1G", 1024}, {"1Gi", 1024}, {"1GiB", 1024}, {"1.5G", 1536}, {"2g", 2048},
+		{"16", 16}, {"16M", 16},
+		{"64K", 0}, {"15", 0}, {"0", 0}, {"1000K", 0}, {"1.0000001G", 0}, {"", 0}, {"lots", 0}, {"-1", 0}, {"17T", 0},
+	}
+	for _, tt := range tests {
+		got, err := ParseMemoryMiB(tt.in)
+		if (err != nil) != (tt.want == 0) || got != tt.want {
+			t.Errorf("ParseMemoryMiB(%q): got %d, %v; want %d", tt.in, got, err, tt.want)
+		}
+		if err != nil && !strings.Contains(err.Error(), strconv.Quote(tt.in)) {
+			t.Errorf("ParseMemoryMiB(%q): error %q does not quote the value", tt.in, err)
+		}
+	}
+	if _, err := ParseMemoryMiB("64K"); err == nil || !strings.Contains(err.Error(), "16 MiB") {
+		t.Errorf("ParseMemoryMiB(64K): got %v; want it to name the minimum", err)
+	}
+}
+
 func TestParseSize(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
@@ -421,7 +448,15 @@ func TestParseSize(t *testing.T) {
 		{"GiB", 0, true},
 		{"-1", 0, true},
 		{"-1G", 0, true},
-		{"1.5G", 0, true},
+		{"1.5G", 3 << 29, false},
+		{"1Gi", 1 << 30, false},
+		{"0.5K", 512, false},
+		{"1.0001K", 0, true},
+		{"1.", 0, true},
+		{".5G", 0, true},
+		{"1,5G", 0, true},
+		{"Ki", 0, true},
+		{"10i", 0, true},
 		{"10X", 0, true},
 		{"10 G", 0, true},
 		{"1P", 0, true},

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,32 +21,29 @@ const (
 	ClassMissing  = "MISSING"  // spec says running, process gone
 	ClassOrphaned = "ORPHANED" // our leftovers without a spec: listed, never auto-deleted
 	ClassExternal = "EXTERNAL" // QEMU or libvirt guests that are not ours: listed, never touched
+	// ClassUnreadable is ours, but its spec cannot be read: listed with
+	// the problem, and nothing acts on it until the spec is repaired.
+	ClassUnreadable = "UNREADABLE"
 )
-
-// Entry is one line of `virt vm list`.
-type Entry struct {
-	Name               string `json:"name" yaml:"name"`
-	UID                string `json:"uid" yaml:"uid"`
-	Class              string `json:"class" yaml:"class"`
-	Phase              string `json:"phase" yaml:"phase"`
-	Accel              string `json:"accel" yaml:"accel"`
-	AccelReason        string `json:"accelReason,omitempty" yaml:"accelReason,omitempty"`
-	PID                int    `json:"pid" yaml:"pid"`
-	CPUs               int    `json:"cpus" yaml:"cpus"`
-	MemoryMiB          int    `json:"memoryMiB" yaml:"memoryMiB"`
-	Generation         int64  `json:"generation" yaml:"generation"`
-	ObservedGeneration int64  `json:"observedGeneration" yaml:"observedGeneration"`
-	Source             string `json:"source,omitempty" yaml:"source,omitempty"` // external: qemu or libvirt
-	Message            string `json:"message,omitempty" yaml:"message,omitempty"`
-}
 
 // listQMPTimeout bounds the status query per running VM in a listing.
 const listQMPTimeout = time.Second
 
 // List classifies everything on the host: our VMs with their live phase,
-// our orphans, and external guests.
+// our orphans, and external guests. It fails closed: a store that cannot
+// be listed is an error (nothing could be told apart from an orphan), and
+// a spec that cannot be read is an UNREADABLE row of its own, returned
+// with an error naming it, never an orphan.
 func (m *Manager) List(ctx context.Context) ([]Entry, error) {
 	vms, errs := m.store.list()
+	var unreadable []*SpecError
+	for _, err := range errs {
+		var se *SpecError
+		if !errors.As(err, &se) {
+			return nil, err
+		}
+		unreadable = append(unreadable, se)
+	}
 	procs := m.proc.scanQEMU()
 	byUID := map[string]qemuProcess{}
 	for _, p := range procs {
@@ -53,30 +51,56 @@ func (m *Manager) List(ctx context.Context) ([]Entry, error) {
 			byUID[strings.ToLower(u)] = p
 		}
 	}
-	out := make([]Entry, len(vms))
-	var wg sync.WaitGroup
+	out := make([]Entry, len(vms), len(vms)+len(unreadable))
 	for i, vm := range vms {
 		out[i] = m.entryFor(vm)
-		// one /proc scan serves every VM: a QEMU carrying the UUID is the
-		// VM's process, whatever its pidfile says
-		pid := 0
-		if p, ok := byUID[vm.Metadata.UID]; ok {
-			pid = p.PID
-		}
-		if pid == 0 {
-			continue
-		}
-		wg.Add(1)
-		go func(e *Entry, pid int) {
-			defer wg.Done()
-			m.observeLive(ctx, e, pid)
-		}(&out[i], pid)
 	}
-	wg.Wait()
 	ours := map[string]bool{}
 	for _, vm := range vms {
 		ours[vm.Metadata.UID] = true
 	}
+	for _, se := range unreadable {
+		ours[se.UID] = true
+		e := Entry{UID: se.UID, Class: ClassUnreadable, Phase: PhaseUnknown,
+			Message: "spec unreadable: " + se.Error() + " (repair or restore it; nothing acts on this VM until then)"}
+		if p, ok := byUID[se.UID]; ok {
+			e.Name = qemuName(p.Argv)
+			if e.Name == "-" {
+				e.Name = ""
+			}
+		}
+		out = append(out, e)
+	}
+	var wg sync.WaitGroup
+	for i := range out {
+		// one /proc scan serves every VM: a QEMU carrying the UUID is the
+		// VM's process, whatever its pidfile says
+		p, ok := byUID[out[i].UID]
+		if !ok {
+			continue
+		}
+		wg.Add(1)
+		go func(e *Entry, p qemuProcess) {
+			defer wg.Done()
+			m.observeLive(ctx, e, p)
+		}(&out[i], p)
+	}
+	wg.Wait()
+	out = append(out, m.notOurs(procs, ours)...)
+	for _, o := range m.orphans(ours, vms, byUID) {
+		out = append(out, Entry{UID: o.UID, Class: ClassOrphaned, Phase: PhaseStopped, Path: o.Path, Message: o.What + ": " + o.Path})
+	}
+	if len(unreadable) > 0 {
+		return out, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// notOurs lists the QEMU processes and libvirt domains that are not ours:
+// live ORPHANED QEMUs started by virtcon whose spec is gone, and EXTERNAL
+// guests. It asks no QMP socket.
+func (m *Manager) notOurs(procs []qemuProcess, ours map[string]bool) []Entry {
+	var out []Entry
 	runRoot := m.layout().RunDir()
 	seenExternal := map[string]bool{}
 	for _, p := range procs {
@@ -85,33 +109,32 @@ func (m *Manager) List(ctx context.Context) ([]Entry, error) {
 		if ours[u] {
 			continue
 		}
-		name := qemuName(p.Argv)
+		e := Entry{Name: qemuName(p.Argv), UID: u, Phase: PhaseRunning, PID: p.PID, Accel: argAccel(p.Argv)}
+		e.CPUs, e.MemoryMiB = argCPUs(p.Argv), argMemoryMiB(p.Argv)
+		if e.Name == "-" {
+			e.Name = ""
+		}
 		if pf, _ := argValue(p.Argv, "-pidfile"); strings.HasPrefix(pf, runRoot+"/vms/") {
-			out = append(out, Entry{Name: name, UID: u, Class: ClassOrphaned, Phase: PhaseRunning, PID: p.PID, Accel: argAccel(p.Argv),
-				Message: "a virtcon QEMU without a spec: inspect, then kill it by pid if unwanted (gc never kills processes)"})
+			e.Class = ClassOrphaned
+			e.Message = "a virtcon QEMU without a spec: inspect, then kill it by pid if unwanted (gc never kills processes)"
+			out = append(out, e)
 			continue
 		}
-		src := "qemu"
+		e.Class, e.Source = ClassExternal, "qemu"
 		if strings.Contains(strings.Join(p.Argv, " "), "libvirt") {
-			src = "libvirt"
+			e.Source = "libvirt"
 		}
+		e.Message = "not managed by virtcon: listed read-only"
 		seenExternal[u] = true
-		out = append(out, Entry{Name: name, UID: u, Class: ClassExternal, Phase: PhaseRunning, PID: p.PID, Accel: argAccel(p.Argv), Source: src,
-			Message: "not managed by virtcon: listed read-only"})
+		out = append(out, e)
 	}
 	for _, d := range m.libvirtDomains() {
 		if !seenExternal[d.UID] && !ours[d.UID] {
-			out = append(out, Entry{Name: d.Name, UID: d.UID, Class: ClassExternal, Phase: PhaseStopped, Source: "libvirt", Message: "libvirt domain: listed read-only"})
+			out = append(out, Entry{Name: d.Name, UID: d.UID, Class: ClassExternal, Phase: PhaseStopped, Source: "libvirt",
+				CPUs: d.VCPUs, MemoryMiB: d.memoryMiB(), Message: "libvirt domain: listed read-only"})
 		}
 	}
-	for _, o := range m.orphans(vms, byUID) {
-		out = append(out, Entry{Name: "-", UID: o.UID, Class: ClassOrphaned, Phase: PhaseStopped, Message: o.What + ": " + o.Path})
-	}
-	var err error
-	if len(errs) > 0 {
-		err = errors.Join(errs...)
-	}
-	return out, err
+	return out
 }
 
 func (m *Manager) entryFor(vm *VirtualMachine) Entry {
@@ -129,12 +152,17 @@ func (m *Manager) entryFor(vm *VirtualMachine) Entry {
 }
 
 // observeLive fills the phase of a live VM from QMP, falling back to the
-// process state when QMP does not answer.
-func (m *Manager) observeLive(ctx context.Context, e *Entry, pid int) {
-	e.Class, e.PID, e.Message = ClassManaged, pid, ""
-	if argv, err := m.proc.cmdline(pid); err == nil {
-		e.Accel = argAccel(argv)
+// process state when QMP does not answer. An UNREADABLE VM keeps its class
+// and message: its process is real, its spec is still unreadable.
+func (m *Manager) observeLive(ctx context.Context, e *Entry, p qemuProcess) {
+	pid := p.PID
+	e.PID = pid
+	if e.Class != ClassUnreadable {
+		e.Class, e.Message = ClassManaged, ""
+	} else {
+		e.CPUs, e.MemoryMiB = argCPUs(p.Argv), argMemoryMiB(p.Argv)
 	}
+	e.Accel = argAccel(p.Argv)
 	if st, err := m.proc.state(pid); err == nil && st == "T" {
 		e.Phase, e.Message = PhaseUnresponsive, "the QEMU process is stopped (SIGSTOP)"
 		return
@@ -215,8 +243,91 @@ func splitOpts(s string) []string {
 }
 
 type libvirtDomain struct {
-	Name string `xml:"name"`
-	UID  string `xml:"uuid"`
+	Name   string `xml:"name"`
+	UID    string `xml:"uuid"`
+	VCPUs  int    `xml:"vcpu"`
+	Memory struct {
+		Value int64  `xml:",chardata"`
+		Unit  string `xml:"unit,attr"`
+	} `xml:"memory"`
+}
+
+// memoryMiB converts libvirt's <memory unit=...> (KiB by default); 0 when
+// it cannot be read.
+func (d libvirtDomain) memoryMiB() int {
+	mult := map[string]int64{"": 1 << 10, "KiB": 1 << 10, "k": 1000, "KB": 1000, "MiB": 1 << 20, "M": 1 << 20, "MB": 1e6,
+		"GiB": 1 << 30, "G": 1 << 30, "GB": 1e9, "b": 1, "bytes": 1}[d.Memory.Unit]
+	if mult == 0 || d.Memory.Value <= 0 {
+		return 0
+	}
+	return int(d.Memory.Value * mult >> 20)
+}
+
+// argCPUs reads the vCPU count from QEMU's -smp (N, cpus=N, or the product
+// of sockets, dies, clusters, cores and threads); 1 without -smp, as QEMU
+// defaults; 0 when it cannot be read.
+func argCPUs(argv []string) int {
+	v, ok := argValue(argv, "-smp")
+	if !ok {
+		return 1
+	}
+	prod, topo := 1, false
+	for i, part := range splitOpts(v) {
+		k, val, hasEq := strings.Cut(part, "=")
+		if !hasEq {
+			if i == 0 {
+				k, val = "cpus", part
+			} else {
+				return 0
+			}
+		}
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 0 {
+			if k == "cpus" || k == "sockets" || k == "dies" || k == "clusters" || k == "cores" || k == "threads" {
+				return 0
+			}
+			continue
+		}
+		switch k {
+		case "cpus":
+			if n > 0 {
+				return n
+			}
+		case "sockets", "dies", "clusters", "cores", "threads":
+			prod *= n
+			topo = true
+		}
+	}
+	if topo && prod > 0 {
+		return prod
+	}
+	return 0
+}
+
+// argMemoryMiB reads QEMU's -m (MiB by default, or with a suffix, or
+// size=...); 128 without -m, as QEMU defaults; 0 when it cannot be read.
+func argMemoryMiB(argv []string) int {
+	v, ok := argValue(argv, "-m")
+	if !ok {
+		return 128
+	}
+	for i, part := range splitOpts(v) {
+		k, val, hasEq := strings.Cut(part, "=")
+		if !hasEq && i == 0 {
+			k, val = "size", part
+		}
+		if k != "size" {
+			continue
+		}
+		if n, err := strconv.Atoi(val); err == nil {
+			return n
+		}
+		if b, err := ParseSize(val); err == nil {
+			return int(b >> 20)
+		}
+		return 0
+	}
+	return 0
 }
 
 // libvirtDomains reads the defined libvirt domains (read-only).
@@ -247,11 +358,9 @@ type Orphan struct {
 	Path string `json:"path" yaml:"path"`
 }
 
-func (m *Manager) orphans(vms []*VirtualMachine, live map[string]qemuProcess) []Orphan {
-	ours := map[string]bool{}
-	for _, vm := range vms {
-		ours[vm.Metadata.UID] = true
-	}
+// orphans lists our leftovers. ours holds the UID of every VM whose spec
+// exists, readable or not: an unreadable VM's disks are not orphans.
+func (m *Manager) orphans(ours map[string]bool, vms []*VirtualMachine, live map[string]qemuProcess) []Orphan {
 	var out []Orphan
 	l := m.layout()
 	for _, c := range []struct{ dir, what string }{
@@ -317,7 +426,11 @@ func (m *Manager) GC(ctx context.Context, dryRun bool) ([]Orphan, error) {
 			live[strings.ToLower(u)] = p
 		}
 	}
-	orphans := m.orphans(vms, live)
+	ours := map[string]bool{}
+	for _, vm := range vms {
+		ours[vm.Metadata.UID] = true
+	}
+	orphans := m.orphans(ours, vms, live)
 	if orphans == nil {
 		orphans = []Orphan{}
 	}

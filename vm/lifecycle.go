@@ -36,6 +36,9 @@ func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachi
 	if err := Validate(vm, m.limits(ctx)); err != nil {
 		return nil, err
 	}
+	if err := checkUserDataMask(vm.Spec.CloudInit, nil); err != nil {
+		return nil, err
+	}
 	g, err := m.store.lockGlobal(ctx)
 	if err != nil {
 		return nil, err
@@ -49,7 +52,9 @@ func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachi
 	}
 	if vm.Metadata.UID == "" {
 		vm.Metadata.UID = uuid.NewString()
-	} else if m.store.exists(vm.Metadata.UID) {
+	} else if ok, err := m.store.exists(vm.Metadata.UID); err != nil {
+		return nil, err
+	} else if ok {
 		return nil, &ValidationError{[]*FieldError{{"metadata.uid", vm.Metadata.UID, "a VM with this uid exists"}}}
 	}
 	now := time.Now().UTC().Truncate(time.Second)
@@ -76,15 +81,33 @@ func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachi
 	m.log.Info("vm created", "vm", vm.Metadata.Name, "uid", vm.Metadata.UID)
 	if running {
 		if err := m.Start(ctx, vm.Metadata.UID); err != nil {
-			return vm, err
+			return vm, &NotStartedError{Name: vm.Metadata.Name, UID: vm.Metadata.UID, Err: err}
 		}
 		return m.store.load(vm.Metadata.UID)
 	}
 	return vm, nil
 }
 
+// NotStartedError is a create (or apply) that made the VM but could not
+// start it: the VM exists, stopped, and the cause is Err.
+type NotStartedError struct {
+	Name, UID string
+	Err       error
+}
+
+func (e *NotStartedError) Error() string {
+	return fmt.Sprintf("vm %q was created (uid %s) but did not start: %v", e.Name, e.UID, e.Err)
+}
+
+func (e *NotStartedError) Unwrap() error { return e.Err }
+
+// checkNameFree fails closed: while any spec cannot be read, no name can
+// be said to be free (the unreadable VM may carry it).
 func (m *Manager) checkNameFree(name, exceptUID string) error {
-	vms, _ := m.store.list()
+	vms, errs := m.store.list()
+	if len(errs) > 0 {
+		return fmt.Errorf("vm %q: cannot check that the name is free: %w", name, errors.Join(errs...))
+	}
 	for _, o := range vms {
 		if strings.EqualFold(o.Metadata.Name, name) && o.Metadata.UID != exceptUID {
 			return &ValidationError{[]*FieldError{{"metadata.name", name, fmt.Sprintf("taken by VM %s (names are unique regardless of case)", o.Metadata.UID)}}}
@@ -137,7 +160,11 @@ func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, 
 	}
 	// a manifest printed by `virt vm show` carries the user data masked:
 	// keep what is stored rather than write the mask
-	if in.Spec.CloudInit != nil && in.Spec.CloudInit.UserData == redact.Mask && vm.Spec.CloudInit != nil {
+	if err := checkUserDataMask(in.Spec.CloudInit, vm.Spec.CloudInit); err != nil {
+		l.Release()
+		return nil, err
+	}
+	if in.Spec.CloudInit != nil && in.Spec.CloudInit.UserData == redact.Mask {
 		ci := *in.Spec.CloudInit
 		ci.UserData = vm.Spec.CloudInit.UserData
 		in.Spec.CloudInit = &ci
@@ -171,13 +198,24 @@ func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, 
 	case vm.Spec.Running && !alive:
 		err = m.Start(ctx, vm.Metadata.UID)
 	case !vm.Spec.Running && alive:
-		err = m.Stop(ctx, vm.Metadata.UID, StopOptions{})
+		err = m.Stop(ctx, vm.Metadata.UID, StopOptions{Timeout: DefaultStopTimeout})
 	}
 	if err != nil {
 		return res, err
 	}
 	res.VM, err = m.store.load(vm.Metadata.UID)
 	return res, err
+}
+
+// checkUserDataMask refuses the mask that `virt vm show` prints in place
+// of user data when there is no stored user data for it to stand for: a
+// copied manifest would otherwise seed the literal text as user data.
+func checkUserDataMask(in, stored *CloudInit) error {
+	if in == nil || in.UserData != redact.Mask || (stored != nil && stored.UserData != "") {
+		return nil
+	}
+	return &ValidationError{[]*FieldError{{"spec.cloudInit.userData", redact.Mask,
+		"is the placeholder virt vm show prints for hidden user data, and this VM has none stored to keep: give the user data itself (virt vm show --show-secrets prints it)"}}}
 }
 
 // fillMACs gives every NIC without a MAC its stable generated one.
@@ -430,22 +468,34 @@ const (
 	PhaseUnresponsive = "Unresponsive"
 	PhaseShuttingDown = "ShuttingDown"
 	PhaseError        = "Error"
+	// PhaseUnknown: no process and no readable spec to tell.
+	PhaseUnknown = "Unknown"
 )
+
+// DefaultStopTimeout is how long a guest gets to power off after the ACPI
+// power button when the caller names no timeout.
+const DefaultStopTimeout = 60 * time.Second
 
 // StopOptions tune Stop.
 type StopOptions struct {
 	// Timeout is how long the guest gets to power off after the ACPI
-	// power button; default 60s.
+	// power button. Zero means no graceful wait at all: QEMU is told to
+	// quit at once. Callers with no opinion pass DefaultStopTimeout.
 	Timeout time.Duration
 	// Force skips the power button: quit, then SIGKILL.
 	Force bool
 }
 
 // Stop powers the VM off: ACPI powerdown, wait up to the timeout, then QMP
-// quit, then SIGKILL of the verified PID. Sockets are removed, logs kept.
+// quit, then SIGKILL of the verified PID. A paused guest is resumed first
+// (and one suspended to RAM woken): neither sees the power button.
+// Sockets are removed, logs kept.
 func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error {
+	if opts.Timeout < 0 {
+		return &ValidationError{[]*FieldError{{"timeout", opts.Timeout.String(), "must not be negative"}}}
+	}
 	if opts.Timeout == 0 {
-		opts.Timeout = 60 * time.Second
+		opts.Force = true
 	}
 	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
@@ -468,7 +518,7 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 		opts.Force = true
 	}
 	if pid > 0 && !opts.Force {
-		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.SystemPowerdown(ctx) }); err != nil {
+		if err := m.qmpDo(ctx, uid, powerdown); err != nil {
 			m.log.Warn("ACPI powerdown failed; will quit", "vm", name, "err", err)
 		} else if m.waitGone(ctx, pid, uid, opts.Timeout) {
 			pid = 0
@@ -493,6 +543,26 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 	m.deleteTAPs(ctx, vm)
 	vm.Status.Phase, vm.Status.PID = PhaseStopped, 0
 	return m.store.save(vm)
+}
+
+// powerdown presses the ACPI power button where the guest can see it: a
+// paused guest is resumed and a guest suspended to RAM woken first.
+func powerdown(ctx context.Context, mon *qmp.Monitor) error {
+	st, err := mon.Status(ctx)
+	if err != nil {
+		return err
+	}
+	switch st.Status {
+	case "paused", "prelaunch":
+		if err := mon.Cont(ctx); err != nil {
+			return fmt.Errorf("resume before powerdown: %w", err)
+		}
+	case "suspended":
+		if err := mon.SystemWakeup(ctx); err != nil {
+			return fmt.Errorf("wake before powerdown: %w", err)
+		}
+	}
+	return mon.SystemPowerdown(ctx)
 }
 
 // deleteTAPs removes the VM's TAP devices once its QEMU is gone.

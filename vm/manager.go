@@ -143,6 +143,11 @@ const (
 	evtSockName   = "qmp-events.sock"
 	serialName    = "serial.sock"
 	agentSockName = "qga.sock"
+	// the console's lock and its holder record (who is attached)
+	consoleLockName   = "console.lock"
+	consoleHolderName = "console.json"
+	// serialChardev is the id of the serial console's chardev (qemu.go)
+	serialChardev = "serial0"
 )
 
 func (m *Manager) runPath(uid, name string) string {
@@ -178,5 +183,11 @@ func (m *Manager) find(ref string) (*VirtualMachine, error) {
 	if strings.TrimSpace(ref) == "" {
 		return nil, &ValidationError{[]*FieldError{{"name", ref, "a VM name or UID is required"}}}
 	}
-	return m.store.find(ref)
+	vm, err := m.store.find(ref)
+	if errors.Is(err, ErrNotFound) {
+		if e, ok := m.foreign(ref); ok {
+			return nil, &NotOursError{Entry: *e}
+		}
+	}
+	return vm, err
 }

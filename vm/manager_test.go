@@ -501,11 +501,11 @@ func TestListClassifies(t *testing.T) {
 		{"ext", uidExternal, ClassExternal, PhaseRunning, "kvm", "qemu"},
 		{"lv", uidLibvirtLive, ClassExternal, PhaseRunning, "tcg", "libvirt"},
 		{"win", uidLibvirtOff, ClassExternal, PhaseStopped, "", "libvirt"},
-		{"-", uidOrphanState, ClassOrphaned, PhaseStopped, "", ""},
-		{"-", uidOrphanRun, ClassOrphaned, PhaseStopped, "", ""},
-		{"-", uidOrphanLog, ClassOrphaned, PhaseStopped, "", ""},
-		{"-", "", ClassOrphaned, PhaseStopped, "", ""},
-		{"-", "", ClassOrphaned, PhaseStopped, "", ""},
+		{"", uidOrphanState, ClassOrphaned, PhaseStopped, "", ""},
+		{"", uidOrphanRun, ClassOrphaned, PhaseStopped, "", ""},
+		{"", uidOrphanLog, ClassOrphaned, PhaseStopped, "", ""},
+		{"", "", ClassOrphaned, PhaseStopped, "", ""},
+		{"", "", ClassOrphaned, PhaseStopped, "", ""},
 	}
 	sortRows := func(rs []row) {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].Class+rs[i].UID+rs[i].Name < rs[j].Class+rs[j].UID+rs[j].Name })
@@ -752,7 +752,7 @@ func TestNotRunning(t *testing.T) {
 		"pause":   func() error { return m.Pause(ctx, "web") },
 		"resume":  func() error { return m.Resume(ctx, "web") },
 		"reboot":  func() error { return m.Reboot(ctx, "web") },
-		"console": func() error { return m.Console(ctx, "web", strings.NewReader(""), &bytes.Buffer{}) },
+		"console": func() error { return m.Console(ctx, "web", strings.NewReader(""), &bytes.Buffer{}, nil) },
 		"ip":      func() error { _, err := m.IP(ctx, "web"); return err },
 	}
 	for name, op := range ops {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/internal/atomicfile"
 	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/paths"
@@ -25,7 +26,46 @@ var ErrNotFound = errors.New("not found")
 // ErrExists is returned when a name is taken.
 var ErrExists = errors.New("already exists")
 
+// ErrAmbiguous is returned when a reference names one VM by its name and
+// another by its UID: acting on either would be a guess.
+var ErrAmbiguous = errors.New("ambiguous")
+
+// SpecError is a spec that exists but cannot be read or makes no sense:
+// the VM is there, so callers must fail closed rather than treat it as
+// absent. Err wraps the cause (fs.ErrPermission when not root).
+type SpecError struct {
+	UID  string
+	Path string
+	Err  error
+}
+
+func (e *SpecError) Error() string {
+	return fmt.Sprintf("vm %s: spec %s: %v", e.UID, e.Path, e.Err)
+}
+
+func (e *SpecError) Unwrap() error { return e.Err }
+
+// StoreError is a store directory that cannot be listed: no VM can be
+// said to exist or not.
+type StoreError struct {
+	Path string
+	Err  error
+}
+
+func (e *StoreError) Error() string { return fmt.Sprintf("vm store %s: %v", e.Path, e.Err) }
+func (e *StoreError) Unwrap() error { return e.Err }
+
 const specFile = "vm.yaml"
+
+// The store frames every spec it writes with these lines. A spec that
+// starts with the header but lacks the trailer was cut short (a disk
+// that filled, a truncate by hand): YAML cut at a line boundary still
+// parses, and would silently lose disks or NICs. Specs written before
+// the framing have neither line and are read as they are.
+const (
+	specHeader  = "# virtcon VirtualMachine spec: written by virt, change it with virt apply -f\n"
+	specTrailer = "# end of spec\n"
+)
 
 // store keeps manifests under <state>/vms/<uid>/vm.yaml (0600: cloud-init
 // user data is a secret).
@@ -36,19 +76,41 @@ type store struct {
 func (s store) specPath(uid string) string { return filepath.Join(s.layout.VMStateDir(uid), specFile) }
 
 func (s store) load(uid string) (*VirtualMachine, error) {
-	b, err := os.ReadFile(s.specPath(uid))
+	path := s.specPath(uid)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("vm %s: %w", uid, ErrNotFound)
 		}
-		return nil, fmt.Errorf("vm %s: %w", uid, err)
+		return nil, &SpecError{UID: uid, Path: path, Err: err}
+	}
+	vm, err := decodeSpec(b, uid)
+	if err != nil {
+		return nil, &SpecError{UID: uid, Path: path, Err: err}
+	}
+	return vm, nil
+}
+
+// decodeSpec reads a stored spec and checks that it is whole and is the
+// VM of directory uid.
+func decodeSpec(b []byte, uid string) (*VirtualMachine, error) {
+	if len(bytes.TrimSpace(b)) == 0 {
+		return nil, errors.New("empty")
+	}
+	if bytes.HasPrefix(b, []byte(specHeader)) && !bytes.HasSuffix(b, []byte(specTrailer)) {
+		return nil, errors.New("cut short (no end-of-spec line)")
 	}
 	var vm VirtualMachine
 	if err := yaml.Unmarshal(b, &vm); err != nil {
-		return nil, fmt.Errorf("vm %s: corrupt %s: %w", uid, s.specPath(uid), err)
+		return nil, fmt.Errorf("corrupt: %s", yamlMsg(err))
 	}
-	if vm.Metadata.UID != uid {
-		return nil, fmt.Errorf("vm %s: %s holds uid %q", uid, s.specPath(uid), vm.Metadata.UID)
+	switch {
+	case vm.Metadata.UID != uid:
+		return nil, fmt.Errorf("holds uid %q", vm.Metadata.UID)
+	case vm.APIVersion != APIVersion || vm.Kind != Kind:
+		return nil, fmt.Errorf("not a %s %s (apiVersion %q, kind %q)", APIVersion, Kind, vm.APIVersion, vm.Kind)
+	case vm.Metadata.Name == "":
+		return nil, errors.New("has no metadata.name")
 	}
 	return &vm, nil
 }
@@ -105,6 +167,7 @@ func (s store) write(vm *VirtualMachine, write func(string, []byte, os.FileMode)
 	if err != nil {
 		return fmt.Errorf("vm %q: encode: %w", vm.Metadata.Name, err)
 	}
+	b = append(append([]byte(specHeader), b...), specTrailer...)
 	if err := os.MkdirAll(s.layout.VMStateDir(vm.Metadata.UID), 0o700); err != nil {
 		return fmt.Errorf("vm %q: %w", vm.Metadata.Name, err)
 	}
@@ -113,12 +176,13 @@ func (s store) write(vm *VirtualMachine, write func(string, []byte, os.FileMode)
 
 // uids lists the directories under <state>/vms.
 func (s store) uids() ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join(s.layout.StateDir(), "vms"))
+	dir := filepath.Join(s.layout.StateDir(), "vms")
+	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, &StoreError{Path: dir, Err: err}
 	}
 	var out []string
 	for _, e := range ents {
@@ -129,17 +193,21 @@ func (s store) uids() ([]string, error) {
 	return out, nil
 }
 
-// list loads every manifest; unreadable ones are returned as errors
-// alongside the rest.
-func (s store) list() ([]*VirtualMachine, []error) {
+// list loads every manifest. A spec that exists but cannot be read is a
+// *SpecError in errs, never left out silently: the caller decides how to
+// fail closed. A store that cannot be listed at all is err.
+func (s store) list() (vms []*VirtualMachine, errs []error) {
 	uids, err := s.uids()
 	if err != nil {
 		return nil, []error{err}
 	}
-	var vms []*VirtualMachine
-	var errs []error
 	for _, uid := range uids {
-		if !s.exists(uid) {
+		ok, err := s.exists(uid)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if !ok {
 			continue // a directory without a spec is an orphan, not a VM
 		}
 		vm, err := s.load(uid)
@@ -155,21 +223,64 @@ func (s store) list() ([]*VirtualMachine, []error) {
 	return vms, errs
 }
 
-func (s store) exists(uid string) bool {
+// exists says whether uid has a spec. A spec that cannot even be
+// stat'ed (a directory we may not enter) is an error, not absent.
+func (s store) exists(uid string) (bool, error) {
 	_, err := os.Stat(s.specPath(uid))
-	return err == nil
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, os.ErrNotExist):
+		return false, nil
+	default:
+		return false, &SpecError{UID: uid, Path: s.specPath(uid), Err: err}
+	}
 }
 
-// find resolves a name (case-insensitively) or a UID.
+// looksLikeUID reports whether ref has the shape of a UUID, which VM
+// names may not have.
+func looksLikeUID(ref string) bool {
+	_, err := uuid.Parse(ref)
+	return err == nil && len(ref) == 36
+}
+
+// find resolves a name (case-insensitively) or a UID. It fails closed: a
+// name that no readable spec carries, while some spec cannot be read, is
+// an error naming that spec (it may be the VM asked for), not "not
+// found"; a reference that is one VM's UID and another's name is
+// ErrAmbiguous.
 func (s store) find(ref string) (*VirtualMachine, error) {
-	if len(ref) == 36 && s.exists(ref) {
-		return s.load(ref)
+	var byUID *VirtualMachine
+	if looksLikeUID(ref) {
+		uid := strings.ToLower(ref)
+		vm, err := s.load(uid)
+		switch {
+		case err == nil:
+			byUID = vm
+		case !errors.Is(err, ErrNotFound):
+			return nil, err
+		}
 	}
-	vms, _ := s.list()
+	vms, errs := s.list()
+	var byName *VirtualMachine
 	for _, vm := range vms {
 		if strings.EqualFold(vm.Metadata.Name, ref) {
-			return vm, nil
+			byName = vm
+			break
 		}
+	}
+	switch {
+	case byUID != nil && byName != nil && byName.Metadata.UID != byUID.Metadata.UID:
+		return nil, fmt.Errorf("vm %q: %w: it is the UID of VM %q and the name of VM %s; use the UID of the one you mean",
+			ref, ErrAmbiguous, byUID.Metadata.Name, byName.Metadata.UID)
+	case byUID != nil:
+		return byUID, nil
+	case byName != nil:
+		// names are unique (checked under the global lock), so an
+		// unreadable spec cannot be another VM of this name
+		return byName, nil
+	case len(errs) > 0:
+		return nil, fmt.Errorf("vm %q: cannot tell whether it exists: %w", ref, errors.Join(errs...))
 	}
 	return nil, fmt.Errorf("vm %q: %w", ref, ErrNotFound)
 }

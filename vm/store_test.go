@@ -72,13 +72,13 @@ func TestStoreLoadRefuses(t *testing.T) {
 	if _, err := s.load(testUID); err == nil || !strings.Contains(err.Error(), "not found") {
 		t.Errorf("load of a missing VM: got %v; want ErrNotFound", err)
 	}
-	other := &VirtualMachine{Metadata: Metadata{Name: "x", UID: "00000000-0000-0000-0000-000000000001"}}
+	other := &VirtualMachine{APIVersion: APIVersion, Kind: Kind, Metadata: Metadata{Name: "x", UID: "00000000-0000-0000-0000-000000000001"}}
 	if err := s.save(other); err != nil {
 		t.Fatal(err)
 	}
 	// A spec stored under another VM's directory is not that VM.
 	b, _ := encodeVM(other)
-	if err := s.save(&VirtualMachine{Metadata: Metadata{Name: "y", UID: testUID}}); err != nil {
+	if err := s.save(&VirtualMachine{APIVersion: APIVersion, Kind: Kind, Metadata: Metadata{Name: "y", UID: testUID}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := writeFile(s.specPath(testUID), b); err != nil {

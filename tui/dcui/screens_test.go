@@ -118,7 +118,7 @@ func (f *fakeVMs) Delete(_ context.Context, ref string, _ bool) error {
 	return f.record("delete", ref)
 }
 
-func (f *fakeVMs) Console(_ context.Context, ref string, _ io.Reader, _ io.Writer) error {
+func (f *fakeVMs) Console(_ context.Context, ref string, _ io.Reader, _ io.Writer, _ func(*vm.VirtualMachine)) error {
 	return f.record("console", ref)
 }
 

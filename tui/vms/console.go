@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/vm"
 )
 
 // errConsoleIdle ends a console nobody typed into for the idle timeout.
@@ -82,9 +83,15 @@ func (c *consoleExec) Run() error {
 			}
 		}()
 	}
-	fmt.Fprintf(c.stderr, "Connected to %s's serial console. Detach with Ctrl-]\r\n", c.name)
-	err = c.mgr.Console(ctx, c.ref, act, c.stdout)
+	connected := false
+	err = c.mgr.Console(ctx, c.ref, act, c.stdout, func(*vm.VirtualMachine) {
+		connected = true
+		fmt.Fprintf(c.stderr, "Connected to %s's serial console. Detach with Ctrl-]\r\n", c.name)
+	})
 	in.Cancel()
+	if !connected {
+		return err // not running, busy, ...: nothing was attached to detach from
+	}
 	if cause := context.Cause(ctx); errors.Is(cause, errConsoleIdle) {
 		fmt.Fprintf(c.stderr, "\r\nDetached from %s after %s without input (the VM keeps running).\r\n", c.name, c.idle)
 		return errConsoleIdle

@@ -30,7 +30,7 @@ type Manager interface {
 	Delete(ctx context.Context, ref string, force bool) error
 	// Console attaches in and out to the VM's serial console until
 	// Ctrl-], EOF on in or ctx ends; it never stops the VM.
-	Console(ctx context.Context, ref string, in io.Reader, out io.Writer) error
+	Console(ctx context.Context, ref string, in io.Reader, out io.Writer, attached func(*vm.VirtualMachine)) error
 }
 
 var _ Manager = (*vm.Manager)(nil)

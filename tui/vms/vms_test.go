@@ -93,9 +93,12 @@ func (f *fakeManager) Delete(ctx context.Context, ref string, force bool) error 
 }
 
 // Console echoes in to out until Ctrl-] or ctx ends, like the core.
-func (f *fakeManager) Console(ctx context.Context, ref string, in io.Reader, out io.Writer) error {
+func (f *fakeManager) Console(ctx context.Context, ref string, in io.Reader, out io.Writer, attached func(*vm.VirtualMachine)) error {
 	if err := f.record(ctx, call{op: "console", ref: ref}); err != nil {
 		return err
+	}
+	if attached != nil {
+		attached(&vm.VirtualMachine{})
 	}
 	done := make(chan error, 1)
 	go func() {

@@ -1,0 +1,91 @@
+package vm
+
+import (
+	"encoding/json"
+)
+
+// Entry is one line of `virt vm list`. A zero number or an empty string
+// is a value nobody knows (an EXTERNAL guest's generation, a stopped VM's
+// pid): JSON and YAML write it as null, never as a made-up zero.
+type Entry struct {
+	Name               string
+	UID                string
+	Class              string
+	Phase              string
+	Accel              string
+	AccelReason        string
+	PID                int
+	CPUs               int
+	MemoryMiB          int
+	Generation         int64
+	ObservedGeneration int64
+	Source             string // external: qemu or libvirt
+	Path               string // orphans: the leftover file or directory
+	Message            string
+}
+
+// entryWire is Entry as JSON and YAML carry it (docs/cli.md).
+type entryWire struct {
+	Name               *string `json:"name" yaml:"name"`
+	UID                *string `json:"uid" yaml:"uid"`
+	Class              string  `json:"class" yaml:"class"`
+	Phase              string  `json:"phase" yaml:"phase"`
+	Accel              *string `json:"accel" yaml:"accel"`
+	AccelReason        string  `json:"accelReason,omitempty" yaml:"accelReason,omitempty"`
+	PID                *int    `json:"pid" yaml:"pid"`
+	CPUs               *int    `json:"cpus" yaml:"cpus"`
+	MemoryMiB          *int    `json:"memoryMiB" yaml:"memoryMiB"`
+	Generation         *int64  `json:"generation" yaml:"generation"`
+	ObservedGeneration *int64  `json:"observedGeneration" yaml:"observedGeneration"`
+	Source             string  `json:"source,omitempty" yaml:"source,omitempty"`
+	Path               string  `json:"path,omitempty" yaml:"path,omitempty"`
+	Message            string  `json:"message,omitempty" yaml:"message,omitempty"`
+}
+
+func known[T comparable](v T) *T {
+	var zero T
+	if v == zero {
+		return nil
+	}
+	return &v
+}
+
+func orZero[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+func (e Entry) wire() entryWire {
+	return entryWire{
+		Name: known(e.Name), UID: known(e.UID), Class: e.Class, Phase: e.Phase,
+		Accel: known(e.Accel), AccelReason: e.AccelReason,
+		PID: known(e.PID), CPUs: known(e.CPUs), MemoryMiB: known(e.MemoryMiB),
+		Generation: known(e.Generation), ObservedGeneration: known(e.ObservedGeneration),
+		Source: e.Source, Path: e.Path, Message: e.Message,
+	}
+}
+
+// MarshalJSON writes unknown values as null.
+func (e Entry) MarshalJSON() ([]byte, error) { return json.Marshal(e.wire()) }
+
+// MarshalYAML writes unknown values as null.
+func (e Entry) MarshalYAML() (any, error) { return e.wire(), nil }
+
+// UnmarshalJSON reads what MarshalJSON writes (null is the zero value).
+func (e *Entry) UnmarshalJSON(b []byte) error {
+	var w entryWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	*e = Entry{
+		Name: orZero(w.Name), UID: orZero(w.UID), Class: w.Class, Phase: w.Phase,
+		Accel: orZero(w.Accel), AccelReason: w.AccelReason,
+		PID: orZero(w.PID), CPUs: orZero(w.CPUs), MemoryMiB: orZero(w.MemoryMiB),
+		Generation: orZero(w.Generation), ObservedGeneration: orZero(w.ObservedGeneration),
+		Source: w.Source, Path: w.Path, Message: w.Message,
+	}
+	return nil
+}
