@@ -18,6 +18,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/styles"
 	"github.com/virtcon/virtcon/tui/term"
@@ -83,6 +84,15 @@ type Status interface {
 	Content(w, h int) string
 	// Hostname is the host's name once loaded ("" before).
 	Hostname() string
+	// PendingTry is the network change on trial as last read, nil when
+	// none: quitting asks first while one is.
+	PendingTry() *netcfg.Pending
+}
+
+// TrialWatcher is a page that knows about a network change on trial too
+// (the Network screen, which learns of its own at once).
+type TrialWatcher interface {
+	PendingTry() *netcfg.Pending
 }
 
 type (
@@ -132,7 +142,14 @@ type Model struct {
 	lockedBy    string // user shown on the lock screen
 	message     string // one-line message (errors, read-only notices)
 	msgLevel    styles.Level
-	ticks       int
+	// readOnly is the read-only state last announced on the message line
+	// ("" while this console writes): the lock is retried every few
+	// seconds, and only a change (another holder, another error) is news.
+	readOnly string
+	// quitting: the quit key was pressed while a network change is on
+	// trial; the dialog asks first (y quits, any other key cancels)
+	quitting bool
+	ticks    int
 }
 
 // New returns the app. pages are the screens after login, in tab order.
@@ -313,10 +330,25 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	if key.Matches(msg, k.Redraw) {
 		return m, tea.ClearScreen
 	}
+	if m.quitting {
+		m.quitting = false
+		if common.Confirmed(msg) {
+			m.releaseLock()
+			return m, tea.Quit
+		}
+		m.setMessage(styles.Info, "quit cancelled: the change is still on trial")
+		return m, nil
+	}
 	capturing := m.mode == modeLogin || (m.current() != nil && m.current().Capturing())
 	if key.Matches(msg, k.Quit) && (!capturing || isGlobalKey(ks)) {
 		if m.opts.Kiosk {
 			m.setMessage(styles.Info, "this is the host console: it does not quit (log out with F12/x)")
+			return m, nil
+		}
+		if m.pendingTry() != nil {
+			// quitting keeps nothing: the trial rolls back unless kept,
+			// and the operator may be leaving in the belief it is done
+			m.quitting, m.message = true, ""
 			return m, nil
 		}
 		m.releaseLock()
@@ -381,6 +413,48 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, cmd
 	}
 	return m, nil
+}
+
+// pendingTry is the network change on trial that the status screen or a
+// page knows of, nil when none does.
+func (m *Model) pendingTry() *netcfg.Pending {
+	if p := m.status.PendingTry(); p != nil {
+		return p
+	}
+	for _, pg := range m.pages {
+		if w, ok := pg.Screen.(TrialWatcher); ok {
+			if p := w.PendingTry(); p != nil {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// quitLines is the dialog that asks before quitting during a trial.
+func (m *Model) quitLines() []string {
+	s := m.c.Styles
+	p := m.pendingTry()
+	what := "A network change on trial is rolling back now."
+	switch {
+	case p == nil:
+		// it ended since the key was pressed
+		what = "The network change on trial has ended."
+	case p.RollbackError != "":
+		what = "A network change on trial failed to roll back (virt net rollback)."
+	case p.Remaining(m.c.Now()) > 0:
+		left := p.Remaining(m.c.Now()).Round(time.Second)
+		what = fmt.Sprintf("A network change is on trial and rolls back in %d:%02d unless kept.", int(left.Minutes()), int(left.Seconds())%60)
+	}
+	return []string{
+		s.Badgef(styles.Warning) + " " + s.Title.Render(what),
+		"",
+		"Quitting does not keep it: keep it on the Network screen (F6/n) or with",
+		"virt net confirm, or let it roll back by itself.",
+		"",
+		s.Section.Render("Quit anyway? y/N"),
+		common.ConfirmPrompt(s, "quit anyway"),
+	}
 }
 
 func (m *Model) openLogin() {
@@ -513,20 +587,34 @@ func (m *Model) onLock(msg lockResultMsg) tea.Cmd {
 	case msg.err != nil:
 		m.c.Session.Writer = false
 		m.c.Session.Holder = ""
-		m.setMessage(styles.Failure, "console lock: %v (read-only)", msg.err)
+		if m.announceReadOnly("error: " + msg.err.Error()) {
+			m.setMessage(styles.Failure, "console lock: %v (read-only)", msg.err)
+		}
 	case msg.release != nil:
 		m.release = msg.release
 		m.c.Session.Writer, m.c.Session.Holder = true, ""
+		m.readOnly = ""
 		if msg.retry {
 			m.setMessage(styles.OK, "this console now holds the console lock")
 		}
 	default:
 		m.c.Session.Writer, m.c.Session.Holder = false, msg.holder
-		if !msg.retry {
+		if m.announceReadOnly("holder: " + msg.holder) {
 			m.setMessage(styles.Warning, "%s", m.c.Session.ReadOnlyReason())
 		}
 	}
 	return nil
+}
+
+// announceReadOnly reports whether the read-only state state is news: the
+// warning shows once when this console becomes read-only or the reason
+// changes, not again on every retry of the lock. The header's [RO] stays.
+func (m *Model) announceReadOnly(state string) bool {
+	if state == m.readOnly {
+		return false
+	}
+	m.readOnly = state
+	return true
 }
 
 func (m *Model) releaseLock() {
@@ -550,6 +638,7 @@ func (m *Model) logout() {
 	m.page = -1
 	m.form = nil
 	m.lockedBy = ""
+	m.readOnly = ""
 }
 
 func (m *Model) lock(why string) {
@@ -577,6 +666,8 @@ func (m *Model) Render() string {
 	cw, ch := m.contentSize()
 	var content string
 	switch {
+	case m.quitting:
+		content = common.Fit(m.quitLines(), cw, ch, s.Ellipsis)
 	case m.showHelp:
 		content = common.Fit(m.helpLines(), cw, ch, s.Ellipsis)
 	case m.mode == modeLogin && m.form != nil:
@@ -622,6 +713,8 @@ func (m *Model) header(w int) string {
 	}
 	title := "Status"
 	switch {
+	case m.quitting:
+		title = "Quit"
 	case m.showHelp:
 		title = "Help"
 	case m.mode == modeLogin:
@@ -702,14 +795,12 @@ func tabItem(s *styles.Styles, k, name string, active bool) string {
 	return " " + s.HelpKey.Render(k) + " " + s.HelpDesc.Render(name) + " "
 }
 
+// messageLine is the last message. The read-only warning is one of them,
+// shown when the state changes (announceReadOnly); the header's [RO] says
+// it the rest of the time.
 func (m *Model) messageLine() string {
-	s := m.c.Styles
-	se := m.c.Session
 	if m.message != "" {
-		return s.Badgef(m.msgLevel) + " " + m.message
-	}
-	if se.LoggedIn() && !se.Writer && se.Holder != "" {
-		return s.Badgef(styles.Warning) + " " + se.ReadOnlyReason()
+		return m.c.Styles.Badgef(m.msgLevel) + " " + m.message
 	}
 	return ""
 }
@@ -718,6 +809,8 @@ func (m *Model) cliLine() string {
 	s := m.c.Styles
 	cli := ""
 	switch {
+	case m.quitting:
+		cli = "virt net confirm   (roll back: virt net rollback)"
 	case m.mode == modeLogin || m.showHelp:
 	case m.current() != nil:
 		cli = m.current().CLI()
@@ -745,6 +838,8 @@ func legend(s *styles.Styles, bs []key.Binding) string {
 func (m *Model) screenLegend() string {
 	s := m.c.Styles
 	switch {
+	case m.quitting:
+		return legend(s, common.ConfirmHelp("quit anyway"))
 	case m.showHelp:
 		return legend(s, []key.Binding{key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close help"))})
 	case m.mode == modeLogin:

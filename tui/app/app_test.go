@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/auth"
+	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/tui/tuitest"
@@ -23,7 +24,10 @@ import (
 var fixedNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 
 // fakeStatus stands in for the status screen.
-type fakeStatus struct{ w, h int }
+type fakeStatus struct {
+	w, h    int
+	pending *netcfg.Pending
+}
 
 func (f *fakeStatus) Init() tea.Cmd                       { return nil }
 func (f *fakeStatus) Update(tea.Msg) (tea.Model, tea.Cmd) { return f, nil }
@@ -32,6 +36,7 @@ func (f *fakeStatus) SetSize(w, h int)                    { f.w, f.h = w, h }
 func (f *fakeStatus) ShortHelp() []key.Binding            { return nil }
 func (f *fakeStatus) FullHelp() [][]key.Binding           { return nil }
 func (f *fakeStatus) Hostname() string                    { return "esx-lab-01" }
+func (f *fakeStatus) PendingTry() *netcfg.Pending         { return f.pending }
 func (f *fakeStatus) Content(w, h int) string {
 	return common.Fit([]string{"MANAGEMENT", "  eno1     192.168.10.5/24   https://192.168.10.5:8443/"}, w, h, "~")
 }
@@ -78,12 +83,15 @@ func (f *fakeIdle) Expired() bool { return f.expired }
 
 type rig struct {
 	m        *Model
+	status   *fakeStatus
 	vms      *fakeScreen
 	net      *fakeScreen
 	idle     *fakeIdle
 	logins   []string
 	released int
 	holder   string // non-empty: another console holds the lock
+	lockErr  error  // non-nil: the lock cannot be read
+	locks    int    // acquisitions tried
 }
 
 func newRig(t *testing.T, tier term.Tier, opts Options) *rig {
@@ -106,6 +114,10 @@ func newRig(t *testing.T, tier term.Tier, opts Options) *rig {
 		return "", auth.ErrBadCredentials
 	})
 	lk := func(user, tty string) (func() error, string, error) {
+		r.locks++
+		if r.lockErr != nil {
+			return nil, "", r.lockErr
+		}
 		if r.holder != "" {
 			return nil, r.holder, nil
 		}
@@ -118,7 +130,8 @@ func newRig(t *testing.T, tier term.Tier, opts Options) *rig {
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = 5 * time.Minute
 	}
-	r.m = New(c, &fakeStatus{}, pages, a, lk, r.idle, opts)
+	r.status = &fakeStatus{}
+	r.m = New(c, r.status, pages, a, lk, r.idle, opts)
 	r.m.SetSize(80, 24)
 	return r
 }
@@ -268,6 +281,64 @@ func TestSecondConsoleIsReadOnly(t *testing.T) {
 	}
 }
 
+// TestReadOnlyWarningOnce: the read-only warning shows once per change of
+// the read-only state (another console's holder, an error reading the
+// lock), not on every screen and every retry of the lock after it; the
+// header's [RO] says it all the time.
+func TestReadOnlyWarningOnce(t *testing.T) {
+	r := newRig(t, term.Plain, Options{TTY: "ttyS0"})
+	r.holder = "alice on tty1 since 09:12"
+	r.login("alice", "s3cret")
+	msgLine := func() string { return strings.Split(r.screen(), "\n")[19] }
+	ticks := func(n int) {
+		for range n {
+			r.run(appTickMsg{})
+		}
+	}
+	if got := msgLine(); !strings.Contains(got, "read-only: alice on tty1 since 09:12") {
+		t.Fatalf("message line after a read-only login = %q; want the warning", got)
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want string // on the message line; "" for nothing
+	}{
+		{"another page", func() { r.run(tuitest.Key("v")) }, ""},
+		{"keys", func() { r.run(tuitest.Key("j")); r.run(tuitest.Key("k")) }, ""},
+		{"retries of the lock, same holder", func() { ticks(15) }, ""},
+		{"back to the first page", func() { r.run(tuitest.Key("s")); r.run(tuitest.Key("n")) }, ""},
+		{"the holder changes", func() { r.holder = "bob on tty2 since 10:01"; ticks(5) }, "read-only: bob on tty2 since 10:01"},
+		{"another page again", func() { r.run(tuitest.Key("v")) }, ""},
+		{"retries, same new holder", func() { ticks(10) }, ""},
+		{"the lock cannot be read", func() { r.lockErr = errors.New("permission denied"); ticks(5) }, "console lock: permission denied (read-only)"},
+		{"past it", func() { r.run(tuitest.Key("n")) }, ""},
+		{"retries, same error", func() { ticks(10) }, ""},
+	}
+	for _, st := range steps {
+		st.do()
+		got := msgLine()
+		if st.want == "" && (strings.Contains(got, "read-only") || strings.Contains(got, "console lock")) {
+			t.Errorf("%s: message line %q; want the read-only warning gone", st.name, got)
+		}
+		if st.want != "" && !strings.Contains(got, st.want) {
+			t.Errorf("%s: message line %q; want %q", st.name, got, st.want)
+		}
+		if !strings.Contains(r.screen(), "alice@ttyS0 [RO]") {
+			t.Errorf("%s: the header does not say [RO]:\n%s", st.name, r.screen())
+		}
+	}
+	if r.locks < 8 {
+		t.Errorf("%d lock acquisitions; want the retries to have run", r.locks)
+	}
+	// logged out and in again: news again
+	r.lockErr = nil
+	r.run(tuitest.Key("x"))
+	r.login("alice", "s3cret")
+	if got := msgLine(); !strings.Contains(got, "read-only: bob on tty2") {
+		t.Errorf("message line after logging in again = %q; want the warning", got)
+	}
+}
+
 func TestIdleLock(t *testing.T) {
 	r := newRig(t, term.Rich, Options{IdleTimeout: 5 * time.Minute})
 	r.login("alice", "s3cret")
@@ -354,6 +425,98 @@ func TestKioskDoesNotQuit(t *testing.T) {
 	}
 }
 
+// quits reports whether cmd quits the program.
+func quits(cmd tea.Cmd) bool {
+	if cmd == nil {
+		return false
+	}
+	_, ok := cmd().(tea.QuitMsg)
+	return ok
+}
+
+// trialNetScreen is a page that knows of a network change on trial.
+type trialNetScreen struct {
+	fakeScreen
+	pending *netcfg.Pending
+}
+
+func (f *trialNetScreen) PendingTry() *netcfg.Pending { return f.pending }
+
+// TestQuitAsksDuringTrial: while a network change is on trial, the quit
+// keys ask first, saying when it rolls back; y quits, any other key
+// cancels. Without one they quit at once.
+func TestQuitAsksDuringTrial(t *testing.T) {
+	trial := &netcfg.Pending{ID: "t1", Started: fixedNow.Add(-18 * time.Second), Deadline: fixedNow.Add(42 * time.Second)}
+	for _, quit := range []string{"q", "f10", "ctrl+c"} {
+		for _, answer := range []string{"y", "Y", "n", "N", "enter", "esc", "q", "f10", "x"} {
+			t.Run(quit+"-"+answer, func(t *testing.T) {
+				r := newRig(t, term.Plain, Options{})
+				r.status.pending = trial
+				_, cmd := r.m.Update(tuitest.Key(quit))
+				if quits(cmd) {
+					t.Fatalf("%s quit at once with a change on trial", quit)
+				}
+				scr := r.screen()
+				for _, w := range []string{"A network change is on trial and rolls back in 0:42 unless kept.",
+					"Quit anyway? y/N", "Press y to quit anyway; any other key cancels.", "virt net confirm"} {
+					if !strings.Contains(scr, w) {
+						t.Errorf("the question lacks %q:\n%s", w, scr)
+					}
+				}
+				_, cmd = r.m.Update(tuitest.Key(answer))
+				want := answer == "y" || answer == "Y"
+				if got := quits(cmd); got != want {
+					t.Errorf("%s then %s: quit %v; want %v", quit, answer, got, want)
+				}
+				if !want {
+					if scr := r.screen(); strings.Contains(scr, "Quit anyway") || !strings.Contains(scr, "quit cancelled") {
+						t.Errorf("%s then %s: the question stays or no word of the cancel:\n%s", quit, answer, scr)
+					}
+					if r.m.Session().LoggedIn() != false || r.m.mode != modeStatus {
+						t.Errorf("%s then %s did something else: mode %d", quit, answer, r.m.mode)
+					}
+				}
+			})
+		}
+	}
+
+	// logged in, on a page; the Network screen knows of the trial first
+	r := newRig(t, term.Rich, Options{})
+	net := &trialNetScreen{fakeScreen: fakeScreen{title: "Network"}, pending: trial}
+	r.m.pages[1].Screen = net
+	r.login("alice", "s3cret")
+	r.run(tuitest.Key("n"))
+	_, cmd := r.m.Update(tuitest.Key("f10"))
+	if quits(cmd) || !strings.Contains(r.screen(), "rolls back in 0:42") {
+		t.Fatalf("f10 with a trial the Network screen knows of did not ask:\n%s", r.screen())
+	}
+	r.run(tuitest.Key("k")) // cancels; the screen does not get it
+	if len(net.keys) != 0 {
+		t.Errorf("the cancelling key reached the screen: %v", net.keys)
+	}
+	if _, cmd := r.m.Update(tuitest.Key("f10")); quits(cmd) {
+		t.Fatal("f10 quit without asking again")
+	}
+	if _, cmd := r.m.Update(tuitest.Key("y")); !quits(cmd) {
+		t.Error("y did not quit")
+	}
+	if r.released != 1 {
+		t.Errorf("console lock released %d times on quit; want 1", r.released)
+	}
+
+	// no trial: quit at once
+	r = newRig(t, term.Rich, Options{})
+	if _, cmd := r.m.Update(tuitest.Key("f10")); !quits(cmd) {
+		t.Error("f10 without a trial did not quit")
+	}
+	// the host console never quits, trial or not
+	r = newRig(t, term.Rich, Options{Kiosk: true})
+	r.status.pending = trial
+	if _, cmd := r.m.Update(tuitest.Key("q")); quits(cmd) || !strings.Contains(r.screen(), "does not quit") {
+		t.Errorf("kiosk q with a trial: quit or no explanation:\n%s", r.screen())
+	}
+}
+
 func TestTickGoesToVisibleScreenOnly(t *testing.T) {
 	r := newRig(t, term.Rich, Options{})
 	r.login("alice", "s3cret")
@@ -382,6 +545,11 @@ func TestGolden(t *testing.T) {
 		"readonly": func(r *rig) { r.holder = "alice on tty1 since 09:12"; r.login("alice", "s3cret") },
 		"locked":   func(r *rig) { r.login("alice", "s3cret"); r.idle.expired = true; r.run(appTickMsg{}) },
 		"help":     func(r *rig) { r.login("alice", "s3cret"); r.run(tuitest.Key("v")); r.run(tuitest.Key("h")) },
+		"quit-during-trial": func(r *rig) {
+			r.status.pending = &netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(42 * time.Second)}
+			r.login("alice", "s3cret")
+			r.run(tuitest.Key("f10"))
+		},
 	}
 	for name, step := range steps {
 		for _, tier := range []term.Tier{term.Rich, term.Plain} {

@@ -257,10 +257,16 @@ type rig struct {
 
 func newRig(t *testing.T, tier term.Tier) *rig {
 	t.Helper()
+	return newRigWith(t, tier, statusSources())
+}
+
+// newRigWith is newRig with the status screen over src.
+func newRigWith(t *testing.T, tier term.Tier, src status.Sources) *rig {
+	t.Helper()
 	r := &rig{t: t, vms: &fakeVMs{}, power: &fakePower{}}
 	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Now = func() time.Time { return fixedNow }
-	st := status.New(c, statusSources(), status.Options{Product: "virtcon", Version: "0.4.0"})
+	st := status.New(c, src, status.Options{Product: "virtcon", Version: "0.4.0"})
 	r.pages = buildPages(c, pageDeps{
 		vms:         r.vms,
 		vmOpts:      vms.Options{}, // no virt binary: the console is refused
@@ -497,6 +503,35 @@ func TestScreenKeysAvoidGlobalKeys(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestQuitAsksWhileTrialPending: the status screen's reading of a network
+// change on trial reaches the app, which asks before F10 quits.
+func TestQuitAsksWhileTrialPending(t *testing.T) {
+	src := statusSources()
+	src.PendingTry = func() (*netcfg.Pending, error) {
+		return &netcfg.Pending{ID: "t1", Started: fixedNow.Add(-78 * time.Second), Deadline: fixedNow.Add(102 * time.Second)}, nil
+	}
+	r := newRigWith(t, term.Plain, src)
+	_, cmd := r.m.Update(tuitest.Key("f10"))
+	if cmd != nil {
+		if _, ok := cmd().(tea.QuitMsg); ok {
+			t.Fatal("F10 quit at once with a network change on trial")
+		}
+	}
+	text := ansi.Strip(r.m.Render())
+	for _, w := range []string{"A network change is on trial and rolls back in 1:42 unless kept.", "Quit anyway? y/N"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("screen lacks %q:\n%s", w, text)
+		}
+	}
+	_, cmd = r.m.Update(tuitest.Key("y"))
+	if cmd == nil {
+		t.Fatal("y returned no command")
+	}
+	if _, ok := cmd().(tea.QuitMsg); !ok {
+		t.Error("y did not quit")
 	}
 }
 

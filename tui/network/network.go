@@ -161,6 +161,11 @@ func New(c common.Common, src Sources, opts Options) *Model {
 // Title names the screen.
 func (m *Model) Title() string { return "Network" }
 
+// PendingTry is the network change on trial as the screen knows it (at
+// once for one it started), nil when none: the app asks before quitting
+// while one is.
+func (m *Model) PendingTry() *netcfg.Pending { return m.pending }
+
 // SetSize lays the content area out for w x h.
 func (m *Model) SetSize(w, h int) { m.w, m.h = max(w, 1), max(h, 1) }
 

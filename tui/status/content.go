@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
 )
 
@@ -47,3 +48,7 @@ func (m *Model) Hostname() string {
 	}
 	return m.clean(m.inv.Hostname)
 }
+
+// PendingTry is the network change on trial as last read, nil when none
+// (or before the first read): the app asks before quitting while one is.
+func (m *Model) PendingTry() *netcfg.Pending { return m.pending }
