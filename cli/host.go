@@ -118,6 +118,13 @@ func optI(p *int) string {
 	return fmt.Sprint(*p)
 }
 
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 func writeInventory(w io.Writer, inv *hostinfo.Inventory) error {
 	num := func(v uint64) string { return fmt.Sprint(v) }
 	fmt.Fprintf(w, "Host:\t%s\n", inv.Hostname)
@@ -128,6 +135,9 @@ func writeInventory(w io.Writer, inv *hostinfo.Inventory) error {
 		vf = "none"
 	}
 	fmt.Fprintf(w, "Virt flags:\t%s\n", vf)
+	if inv.CPU.RunsUnderHypervisor {
+		fmt.Fprintf(w, "Runs under:\ta hypervisor (%s): this host is itself a guest\n", cmpOr(inv.CPU.Hypervisor, "not named by sysfs"))
+	}
 	fmt.Fprintf(w, "Memory:\t%s total, %s available\n", optU(inv.Memory.TotalBytes, gib), optU(inv.Memory.AvailableBytes, gib))
 	if inv.NUMA.Nodes == nil {
 		fmt.Fprintf(w, "NUMA:\tunknown\n")

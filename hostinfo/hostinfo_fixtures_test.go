@@ -307,6 +307,7 @@ type inventoryWant struct {
 	vendor                  string
 	sockets, cores, threads *int
 	virtFlags               []string
+	underHypervisor         bool // the CPU's hypervisor flag: not a virt flag
 	memTotal                *uint64
 	nodes                   []nodeWant // nil: NUMA unknown
 	defaultHugepageKiB      *uint64
@@ -399,7 +400,7 @@ var inventoryCases = map[string]inventoryWant{
 	},
 	"pvm-build": {
 		hostname: "build", osID: "debian", kernel: "6.18.44-fc-v669", vendor: "AuthenticAMD",
-		sockets: ptr(1), cores: ptr(2), threads: ptr(2), virtFlags: []string{"hypervisor"},
+		sockets: ptr(1), cores: ptr(2), threads: ptr(2), virtFlags: []string{}, underHypervisor: true,
 		memTotal:           ptr(24684084 * kib),
 		nodes:              []nodeWant{{0, "0-1", ptr(5597388 * kib), zeroPools}},
 		defaultHugepageKiB: ptr(uint64(2048)),
@@ -494,6 +495,7 @@ func checkInventory(t *testing.T, inv *Inventory, w inventoryWant) {
 	eq(t, "cpu.cores", show(inv.CPU.Cores), show(w.cores))
 	eq(t, "cpu.threads", show(inv.CPU.Threads), show(w.threads))
 	eq(t, "cpu.virtFlags", inv.CPU.VirtFlags, w.virtFlags)
+	eq(t, "cpu.runsUnderHypervisor", inv.CPU.RunsUnderHypervisor, w.underHypervisor)
 	eq(t, "memory.totalBytes", show(inv.Memory.TotalBytes), show(w.memTotal))
 
 	if w.nodes == nil {

@@ -114,8 +114,9 @@ func (c *collector) hostOS(inv *Inventory) {
 	}
 }
 
-// virtFlagNames are the CPU flags that matter to a hypervisor.
-var virtFlagNames = map[string]bool{"vmx": true, "svm": true, "ept": true, "npt": true, "hypervisor": true}
+// virtFlagNames are the CPU's virtualisation features. "hypervisor" is
+// not one: it says the host is itself a guest (RunsUnderHypervisor).
+var virtFlagNames = map[string]bool{"vmx": true, "svm": true, "ept": true, "npt": true}
 
 func (c *collector) cpu(inv *Inventory) {
 	f, err := c.h.readString("proc/cpuinfo")
@@ -156,6 +157,7 @@ func (c *collector) cpu(inv *Inventory) {
 		}
 	}
 	if hasFlag(inv.CPU.Flags, "hypervisor") {
+		inv.CPU.RunsUnderHypervisor = true
 		inv.CPU.Hypervisor = c.hypervisorName()
 	}
 

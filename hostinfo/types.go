@@ -42,8 +42,14 @@ type CPUInfo struct {
 	Sockets    *int     `json:"sockets" yaml:"sockets"`
 	Cores      *int     `json:"cores" yaml:"cores"`
 	Threads    *int     `json:"threads" yaml:"threads"`
-	VirtFlags  []string `json:"virtFlags" yaml:"virtFlags"`
-	Hypervisor string   `json:"hypervisor,omitempty" yaml:"hypervisor,omitempty"`
+	// VirtFlags are the CPU's virtualisation features (vmx, svm, ept,
+	// npt): what lets this host run guests.
+	VirtFlags []string `json:"virtFlags" yaml:"virtFlags"`
+	// RunsUnderHypervisor is the CPU's "hypervisor" flag: this host is
+	// itself a guest. That is no virtualisation feature of its own.
+	RunsUnderHypervisor bool `json:"runsUnderHypervisor" yaml:"runsUnderHypervisor"`
+	// Hypervisor names the hypervisor this host runs under, when sysfs says.
+	Hypervisor string `json:"hypervisor,omitempty" yaml:"hypervisor,omitempty"`
 	Flags      []string `json:"flags" yaml:"flags"`
 }
 

@@ -409,8 +409,12 @@ func (m *Model) summary() []string {
 		vf = "none"
 	}
 	lines = append(lines, m.kv("Virt flags", vf))
-	if inv.CPU.Hypervisor != "" {
-		lines = append(lines, m.kv("Hypervisor", inv.CPU.Hypervisor+" (this host is itself a VM)"))
+	if inv.CPU.RunsUnderHypervisor {
+		name := inv.CPU.Hypervisor
+		if name == "" {
+			name = "unnamed"
+		}
+		lines = append(lines, m.kv("Hypervisor", name+" (this host is itself a VM)"))
 	}
 	lines = append(lines, m.kv("Memory", fmt.Sprintf("%s total, %s available", optU(inv.Memory.TotalBytes, gib), optU(inv.Memory.AvailableBytes, gib))))
 	if inv.NUMA.Nodes == nil {
