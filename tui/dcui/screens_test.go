@@ -175,7 +175,7 @@ time=2026-03-14T09:21:14.000Z level=INFO msg=login user=alice tty=tty1 result=ok
 time=2026-03-14T09:22:40.000Z level=WARN msg="vms: action failed" vm=build action=starting err="vm \"build\": start: qemu exited: could not open disk image"
 time=2026-03-14T09:25:02.000Z level=INFO msg="console locked" user=alice tty=tty1 why="locked by alice"
 `,
-	logDir + "/auth.log": "time=2026-03-14T09:21:14.000Z level=INFO msg=login user=alice tty=tty1 result=ok\n",
+	logDir + "/auth.log": `{"time":"2026-03-14T09:21:14Z","service":"virtcon","user":"alice","tty":"tty1","result":"success"}` + "\n",
 	logDir + "/vms/6f1c2d3e-0001-4a5b-8c9d-0e1f2a3b4c5d/serial.log": "\x1b[0;32m[  OK  ]\x1b[0m Reached target Multi-User System.\n\nDebian GNU/Linux 12 web-01 ttyS0\n\nweb-01 login: ",
 }
 

@@ -30,9 +30,9 @@ type (
 	// readMsg is a file's tail, already split and cleaned in the read's
 	// Cmd: cleaning a MiB of log costs ~15 ms, too much for Update
 	readMsg struct {
-		path  string
-		lines []string
-		err   error
+		path       string
+		lines, raw []string
+		err        error
 	}
 )
 
@@ -76,7 +76,8 @@ type Model struct {
 	pickTop int // first picker row shown
 
 	path       string   // the file lines belong to
-	lines      []string // cleaned content of path
+	lines      []string // cleaned content of path, as shown
+	raw        []string // the line as written where lines shows it otherwise (JSON), else ""; nil for none
 	readErr    error
 	reading    bool
 	readQueued bool
@@ -196,6 +197,9 @@ func (m *Model) read() tea.Cmd {
 	}
 	m.reading = true
 	read, path, ascii := m.src.Read, f.Path, m.c.Tier == term.Plain
+	// virtcon's own logs may be JSON lines, shown readably; a guest's
+	// serial console is shown as the guest wrote it
+	structured := f.VM == ""
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
 		defer cancel()
@@ -203,7 +207,8 @@ func (m *Model) read() tea.Cmd {
 		if err != nil {
 			return readMsg{path: path, err: err}
 		}
-		return readMsg{path: path, lines: Clean(data, ascii)}
+		lines, raw := cleanLog(data, ascii, structured)
+		return readMsg{path: path, lines: lines, raw: raw}
 	}
 }
 
@@ -356,7 +361,7 @@ func (m *Model) listed1(msg listMsg) tea.Cmd {
 // open switches the view to the selected file; its lines come with the read.
 func (m *Model) open() {
 	f, _ := m.selected()
-	m.path, m.lines, m.readErr = f.Path, nil, nil
+	m.path, m.lines, m.raw, m.readErr = f.Path, nil, nil, nil
 	m.top, m.fresh = 0, true
 	m.matches, m.cur = nil, -1
 	m.msg = ""
@@ -365,14 +370,14 @@ func (m *Model) open() {
 func (m *Model) loaded(msg readMsg) {
 	m.readErr = msg.err
 	if msg.err != nil {
-		m.lines = nil
+		m.lines, m.raw = nil, nil
 		if m.c.Logger != nil {
 			m.c.Logger.Warn("logs: read", "path", msg.path, "err", msg.err)
 		}
 		return
 	}
 	atEnd := m.top >= m.maxTop()
-	m.lines = msg.lines
+	m.lines, m.raw = msg.lines, msg.raw
 	if m.query != "" {
 		m.findMatches()
 	}
@@ -492,7 +497,8 @@ func (m *Model) findMatches() {
 	q := strings.ToLower(m.query)
 	m.matches = m.matches[:0]
 	for i, l := range m.lines {
-		if strings.Contains(strings.ToLower(l), q) {
+		// what is shown, or the line as written (a JSON key in quotes)
+		if strings.Contains(strings.ToLower(l), q) || (i < len(m.raw) && m.raw[i] != "" && strings.Contains(strings.ToLower(m.raw[i]), q)) {
 			m.matches = append(m.matches, i)
 		}
 	}

@@ -107,7 +107,7 @@ func fakeDir() *fakeLogs {
 		{Name: "web-01", VM: "web-01", Path: logDir + "/vms/u1/serial.log", Size: 500},
 	}
 	return &fakeLogs{files: files, data: map[string]string{
-		logDir + "/auth.log":          "time=2026-03-14T09:00:00Z level=INFO msg=\"login\" user=alice tty=tty1 result=ok\n",
+		logDir + "/auth.log":          `{"time":"2026-03-14T09:00:00Z","service":"virtcon","user":"alice","tty":"tty1","result":"success"}` + "\n",
 		logDir + "/dcui.log":          dcuiLog(),
 		logDir + "/vms/u3/serial.log": "",
 		logDir + "/vms/u1/serial.log": serialLog(),
@@ -181,7 +181,7 @@ func TestGolden(t *testing.T) {
 		steps func(t *testing.T, m *Model)
 		want  []string
 	}{
-		{"own log end", func(*testing.T, *Model) {}, []string{"> auth.log", "VM SERIAL", "login", "lines 1-1 of 1"}},
+		{"own log end", func(*testing.T, *Model) {}, []string{"> auth.log", "VM SERIAL", "2026-03-14 09:00:00 service=virtcon user=alice", "lines 1-1 of 1"}},
 		{"dcui log bottom", func(t *testing.T, m *Model) { keysTo(t, m, "tab") }, []string{"> dcui.log", "of 40", "n=40"}},
 		{"search", func(t *testing.T, m *Model) {
 			keysTo(t, m, "tab", "home", "/")
@@ -210,6 +210,55 @@ func TestGolden(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestJSONLinesReadable: virtcon's own JSON log lines (slog's JSON
+// handler) show as time, level, message and key=values; other lines, and
+// a guest's serial console, stay as written; search finds both what is
+// shown and what is in the file.
+func TestJSONLinesReadable(t *testing.T) {
+	var buf strings.Builder
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.TimeKey {
+			a.Value = slog.TimeValue(time.Date(2026, 3, 14, 9, 21, 14, 500, time.UTC))
+		}
+		return a
+	}}))
+	log.Info("login", "user", "alice", "tty", "tty1", "result", "ok")
+	buf.WriteString("panic: not JSON {stays}\n")
+	log.Warn("vms: action failed", "vm", "build", "err", `vm "build": start: qemu exited`)
+	log.WithGroup("try").Info("network try started", "id", "t1", "links", []string{"br0"})
+	f := fakeDir()
+	f.data[logDir+"/dcui.log"] = buf.String()
+	f.data[logDir+"/vms/u1/serial.log"] = `{"guest":"prints JSON","level":"INFO"}` + "\n"
+	m := activated(t, term.Plain, f)
+	keysTo(t, m, "tab", "home")
+	got := strings.Join(m.lines, "\n") // the screen wraps them
+	for _, w := range []string{
+		"2026-03-14 09:21:14 INFO  login user=alice tty=tty1 result=ok",
+		"panic: not JSON {stays}",
+		`2026-03-14 09:21:14 WARN  vms: action failed vm=build err="vm \"build\":`,
+		"2026-03-14 09:21:14 INFO  network try started try.id=t1 try.links=[\"br0\"]",
+	} {
+		if !strings.Contains(got, w) {
+			t.Errorf("screen lacks %q:\n%s", w, got)
+		}
+	}
+	if scr := screen(m); strings.Contains(scr, `{"time"`) || !strings.Contains(scr, "INFO  login user=alice") {
+		t.Errorf("a JSON line is shown raw:\n%s", scr)
+	}
+	for _, q := range []string{"user=alice", `"user":"alice"`, "action failed", `"level":"WARN"`} {
+		keysTo(t, m, "/", "ctrl+u")
+		typeText(t, m, q)
+		keysTo(t, m, "enter")
+		if len(m.matches) != 1 {
+			t.Errorf("search %s: %d matches; want 1", q, len(m.matches))
+		}
+	}
+	keysTo(t, m, "shift+tab", "shift+tab")
+	if got := screen(m); !strings.Contains(got, `{"guest":"prints JSON","level":"INFO"}`) {
+		t.Errorf("a guest's JSON line is not shown as written:\n%s", got)
 	}
 }
 

@@ -158,15 +158,36 @@ func ReadTail(ctx context.Context, path string, maxBytes int64) ([]byte, error) 
 // '?'), with its tabs expanded to stops of 8. An unterminated escape
 // sequence only eats its own line.
 func Clean(b []byte, ascii bool) []string {
+	lines, _ := cleanLog(b, ascii, false)
+	return lines
+}
+
+// cleanLog is Clean; with structured (virtcon's own logs), JSON lines are
+// shown as Readable renders them, and raw holds the cleaned line as
+// written for each line it changed ("" for the others), so a search
+// matches what is shown and what is in the file. raw is nil when no line
+// changed.
+func cleanLog(b []byte, ascii, structured bool) (lines, raw []string) {
 	if len(b) == 0 {
-		return nil
+		return nil, nil
 	}
-	raw := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
-	out := make([]string, len(raw))
-	for i, l := range raw {
-		out[i] = cleanLine(ansi.Strip(string(l)), ascii)
+	in := bytes.Split(bytes.TrimRight(b, "\n"), []byte("\n"))
+	lines = make([]string, len(in))
+	for i, l := range in {
+		if structured {
+			if r, ok := Readable(string(l)); ok {
+				// decoded strings may hold escapes (\u001b): clean after
+				if raw == nil {
+					raw = make([]string, len(in))
+				}
+				raw[i] = cleanLine(ansi.Strip(string(l)), ascii)
+				lines[i] = cleanLine(ansi.Strip(r), ascii)
+				continue
+			}
+		}
+		lines[i] = cleanLine(ansi.Strip(string(l)), ascii)
 	}
-	return out
+	return lines, raw
 }
 
 // cleanLine cleans the pieces between tabs and pads each tab to the next

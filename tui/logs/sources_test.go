@@ -165,3 +165,38 @@ func TestLiveSourcesList(t *testing.T) {
 		t.Errorf("no log dir: %v, %v; want nothing, no error", none, err)
 	}
 }
+
+func TestReadable(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		ok             bool
+	}{
+		{"slog JSON", `{"time":"2026-03-14T09:21:14.123456789+01:00","level":"INFO","msg":"login","user":"alice","tty":"tty1","result":"ok"}`,
+			"2026-03-14 09:21:14 INFO  login user=alice tty=tty1 result=ok", true},
+		{"warn with quoted values", `{"time":"2026-03-14T09:22:40Z","level":"WARN","msg":"vms: action failed","vm":"build","err":"vm \"build\": start: qemu exited"}`,
+			`2026-03-14 09:22:40 WARN  vms: action failed vm=build err="vm \"build\": start: qemu exited"`, true},
+		{"error level, numbers, bools, null, arrays", `{"time":"2026-03-14T09:22:40Z","level":"ERROR","msg":"x","pid":812,"ok":false,"n":null,"links":["br0","eno1"],"f":1.5}`,
+			`2026-03-14 09:22:40 ERROR x pid=812 ok=false n=null links=["br0","eno1"] f=1.5`, true},
+		{"groups flattened", `{"level":"INFO","msg":"try","net":{"id":"t1","deadline":{"s":60}},"empty":{}}`,
+			"INFO  try net.id=t1 net.deadline.s=60 empty={}", true},
+		{"audit record: no level, no msg", `{"time":"2026-03-14T09:21:14Z","service":"virtcon","user":"alice","tty":"tty1","result":"success"}`,
+			"2026-03-14 09:21:14 service=virtcon user=alice tty=tty1 result=success", true},
+		{"time that is not RFC 3339 kept", `{"time":"yesterday","msg":"m"}`, "yesterday m", true},
+		{"empty string and spaces quoted", `{"msg":"m","a":"","b":"two words","c":"k=v"}`, `m a="" b="two words" c="k=v"`, true},
+		{"escape sequence in a value quoted", `{"msg":"m","name":"evil\u001b[31m"}`, `m name="evil\x1b[31m"`, true},
+		{"text line", `time=2026-03-14T09:21:14Z level=INFO msg=login`, "", false},
+		{"guest output", "[    0.000000] Linux version 6.1.0", "", false},
+		{"not an object", `["a","b"]`, "", false},
+		{"broken JSON", `{"msg":"cut`, "", false},
+		{"two objects", `{"a":1} {"b":2}`, "", false},
+		{"empty object", `{}`, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := Readable(tt.in)
+			if got != tt.want || ok != tt.ok {
+				t.Errorf("Readable(%s) = %q, %v; want %q, %v", tt.in, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
