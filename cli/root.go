@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -54,7 +55,11 @@ func Run(ctx context.Context, args []string, io *IOStreams) int {
 	root.SetErr(io.ErrOut)
 	err := root.ExecuteContext(ctx)
 	if err != nil && !errors.Is(err, ErrCheckFailed) {
-		fmt.Fprintf(textOnly{io.ErrOut}, "virt: %v\n", err) // errors quote host-provided names
+		msg := err.Error()
+		if errors.Is(err, fs.ErrPermission) && !strings.Contains(msg, "root") {
+			msg += " (needs root: run it with sudo)"
+		}
+		fmt.Fprintf(textOnly{io.ErrOut}, "virt: %s\n", msg) // errors quote host-provided names
 		var usage *UsageError
 		if errors.As(err, &usage) {
 			fmt.Fprintln(io.ErrOut, "Run 'virt --help' for usage.")

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/vm"
 	"golang.org/x/term"
 )
@@ -205,9 +206,47 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	f.BoolVar(&start, "start", false, "start the VM once created")
 	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
 	f.StringArrayVar(&networks, "network", nil, "a NIC on a VM network of network.yaml (NAME) or on a host bridge (bridge=BR), optionally ,mac=M,model=virtio|e1000 (repeatable; none: user-mode networking)")
+	_ = cmd.RegisterFlagCompletionFunc("image", imageNames(env))
+	_ = cmd.RegisterFlagCompletionFunc("network", nicTargets(env))
 	_ = cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("firmware", cobra.FixedCompletions([]string{"uefi", "bios"}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
+}
+
+// nicTargets completes --network: the VM networks of network.yaml by name,
+// and bridge=BR for the bridges network.yaml defines and those the host has.
+func nicTargets(env *Env) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if env.Logger == nil {
+			if err := env.setup(cmd); err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
+		}
+		var out []string
+		seen := map[string]bool{}
+		bridge := func(name string) {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, "bridge="+name)
+			}
+		}
+		if cfg, err := netcfg.LoadEffective(env.Layout()); err == nil && cfg != nil {
+			for _, n := range cfg.Networks {
+				out = append(out, n.Name)
+			}
+			for _, b := range cfg.Bridges {
+				bridge(b.Name)
+			}
+		}
+		if st, err := netcfg.ReadState(cmd.Context()); err == nil {
+			for _, l := range st.Links {
+				if l.Type == "bridge" {
+					bridge(l.Name)
+				}
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
 }
 
 func absPath(p string) string {

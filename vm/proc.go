@@ -26,16 +26,26 @@ func (p procFS) cmdline(pid int) ([]string, error) {
 
 // state returns the one-letter process state (R, S, T, Z, ...).
 func (p procFS) state(pid int) (string, error) {
+	st, _, err := p.stat(pid)
+	return st, err
+}
+
+// stat returns the process state and the parent's PID (0 when the stat
+// line has none, as in older fixtures).
+func (p procFS) stat(pid int) (state string, ppid int, err error) {
 	b, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "stat"))
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
-	// pid (comm) S ...: comm may hold spaces and parens; the state follows the last ')'.
+	// pid (comm) S ppid ...: comm may hold spaces and parens; the state follows the last ')'.
 	i := bytes.LastIndexByte(b, ')')
 	if i < 0 || i+2 >= len(b) {
-		return "", fmt.Errorf("malformed stat for pid %d", pid)
+		return "", 0, fmt.Errorf("malformed stat for pid %d", pid)
 	}
-	return string(b[i+2]), nil
+	if f := strings.Fields(string(b[i+2:])); len(f) > 1 {
+		ppid, _ = strconv.Atoi(f[1])
+	}
+	return string(b[i+2]), ppid, nil
 }
 
 // argValue returns the argument following flag in argv.
@@ -108,11 +118,35 @@ func readPIDFile(path string) (int, error) {
 // qemuProcess is a QEMU process found in /proc.
 type qemuProcess struct {
 	PID  int
+	PPID int
 	Argv []string
 }
 
-// scanQEMU lists every live QEMU process.
+// scanQEMU lists every live QEMU process. QEMU's -daemonize forks: until
+// the child reports it is ready, its parent lives on with the same
+// command line. That parent is not a second VM and is left out.
 func (p procFS) scanQEMU() []qemuProcess {
+	all := p.scanAllQEMU()
+	pids := map[int]bool{}
+	for _, q := range all {
+		pids[q.PID] = true
+	}
+	parent := map[int]bool{}
+	for _, q := range all {
+		if pids[q.PPID] {
+			parent[q.PPID] = true
+		}
+	}
+	out := all[:0]
+	for _, q := range all {
+		if !parent[q.PID] {
+			out = append(out, q)
+		}
+	}
+	return out
+}
+
+func (p procFS) scanAllQEMU() []qemuProcess {
 	ents, err := os.ReadDir(p.root)
 	if err != nil {
 		return nil
@@ -127,10 +161,11 @@ func (p procFS) scanQEMU() []qemuProcess {
 		if err != nil || len(argv) == 0 || !isQEMU(argv[0]) {
 			continue
 		}
-		if st, err := p.state(pid); err != nil || st == "Z" {
+		st, ppid, err := p.stat(pid)
+		if err != nil || st == "Z" {
 			continue
 		}
-		out = append(out, qemuProcess{PID: pid, Argv: argv})
+		out = append(out, qemuProcess{PID: pid, PPID: ppid, Argv: argv})
 	}
 	return out
 }
