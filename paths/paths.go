@@ -57,3 +57,8 @@ func (l Layout) NetworkDir() string { return filepath.Join(l.StateDir(), "networ
 
 // AccelCacheFile is the per-boot cache of the acceleration verdict.
 func (l Layout) AccelCacheFile() string { return filepath.Join(l.RunDir(), "acceleration.json") }
+
+// WebtermRecordFile is the runtime record of the running web terminal
+// (listen address, URLs, certificate fingerprint, pid): the status screen
+// shows its URLs only while the record's process is alive.
+func (l Layout) WebtermRecordFile() string { return filepath.Join(l.RunDir(), "webterm.json") }

@@ -1,15 +1,11 @@
 package status
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/netcfg"
@@ -32,7 +28,7 @@ func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources
 			return p, err
 		},
 		Addresses:   InterfaceAddrs,
-		WebTerminal: func() bool { return Listening(hostRoot, WebPort) },
+		WebTerminal: func() (*WebTerminal, error) { return ReadWebTerminal(layout) },
 		Usage:       func() (hostinfo.Usage, error) { return hostinfo.SampleUsage(hostRoot) },
 	}
 }
@@ -82,39 +78,4 @@ func InterfaceAddrs() ([]Addr, error) {
 		}
 	}
 	return out, nil
-}
-
-// Listening reports whether a TCP socket listens on port, from the
-// kernel's socket tables (/proc/net/tcp and tcp6): a local read, not a
-// connection attempt.
-func Listening(hostRoot string, port int) bool {
-	for _, f := range []string{"tcp", "tcp6"} {
-		if listeningIn(filepath.Join(hostRoot, "proc", "net", f), port) {
-			return true
-		}
-	}
-	return false
-}
-
-func listeningIn(path string, port int) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	want := ":" + hex4(port)
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fs := strings.Fields(sc.Text())
-		// sl local_address rem_address st …; 0A is TCP_LISTEN.
-		if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
-			return true
-		}
-	}
-	return false
-}
-
-func hex4(n int) string {
-	const digits = "0123456789ABCDEF"
-	return string([]byte{digits[n>>12&15], digits[n>>8&15], digits[n>>4&15], digits[n&15]})
 }

@@ -44,15 +44,13 @@ type Sources struct {
 	PendingTry func() (*netcfg.Pending, error)
 	// Addresses lists the addresses of the up, non-loopback interfaces.
 	Addresses func() ([]Addr, error)
-	// WebTerminal reports whether something listens on WebPort.
-	WebTerminal func() bool
+	// WebTerminal returns the running web terminal's record (its URLs),
+	// nil when none runs: ReadWebTerminal, never a port that listens.
+	WebTerminal func() (*WebTerminal, error)
 	// Usage samples CPU and memory use (hostinfo.SampleUsage); called
 	// every second for the load sparklines.
 	Usage func() (hostinfo.Usage, error)
 }
-
-// WebPort is where the web terminal will listen.
-const WebPort = 8443
 
 // Refresh periods, in ticks of one second. The host checks are slow (the
 // KVM probe, `qemu --version`) and change rarely.
@@ -77,7 +75,7 @@ type (
 	netMsg struct {
 		addrs   []Addr
 		pending *netcfg.Pending
-		web     bool
+		web     *WebTerminal
 		err     error
 	}
 	usageMsg struct {
@@ -110,7 +108,7 @@ type Model struct {
 	vmErr   error
 	addrs   []Addr
 	pending *netcfg.Pending
-	web     bool
+	web     *WebTerminal // running, from its record; nil: none
 	netErr  error
 
 	// The load sparklines: the previous raw sample (CPU use is a
@@ -209,7 +207,12 @@ func (m *Model) loadNet() tea.Cmd {
 			msg.pending = p
 		}
 		if src.WebTerminal != nil {
-			msg.web = src.WebTerminal()
+			// an unreadable record shows no URL, and is logged
+			w, err := src.WebTerminal()
+			if err != nil && msg.err == nil {
+				msg.err = err
+			}
+			msg.web = w
 		}
 		return msg
 	}
@@ -439,22 +442,45 @@ func (m *Model) managementLines() []string {
 			break
 		}
 		url := ""
-		if !a.Prefix.Addr().IsLinkLocalUnicast() {
-			url = URL(a.Prefix.Addr())
+		if m.web != nil && !a.Prefix.Addr().IsLinkLocalUnicast() {
+			url = m.clean(m.web.urlFor(a.Prefix.Addr()))
 		}
-		lines = append(lines, fmt.Sprintf("  %-8s %-28s %s", m.clean(a.Iface), a.Prefix, url))
+		lines = append(lines, strings.TrimRight(fmt.Sprintf("  %-8s %-28s %s", m.clean(a.Iface), a.Prefix, url), " "))
 	}
-	if m.web {
-		lines = append(lines, "  web terminal listening on port 8443")
-	} else {
-		lines = append(lines, "  "+s.Muted.Render("web terminal not installed: use SSH or this console"))
-	}
-	return lines
+	return append(lines, m.webLine(addrs))
 }
 
-// URL is the web terminal address for a host address.
-func URL(a netip.Addr) string {
-	return "https://" + netip.AddrPortFrom(a.WithZone(""), WebPort).String() + "/"
+// webLine says whether the web terminal runs, by its own record (never by
+// a port that listens): the URLs the address lines do not show, or where
+// it listens, and its certificate's fingerprint to check in the browser.
+func (m *Model) webLine(addrs []Addr) string {
+	s := m.c.Styles
+	if m.web == nil {
+		return "  " + s.Muted.Render("web terminal not running: use SSH or this console")
+	}
+	shown := map[string]bool{}
+	for _, a := range addrs {
+		shown[m.web.urlFor(a.Prefix.Addr())] = true
+	}
+	var where []string
+	for _, u := range m.web.URLs {
+		if _, ok := httpsHost(u); ok && !shown[u] {
+			where = append(where, u)
+		}
+	}
+	if len(where) == 0 && m.web.Listen != "" {
+		where = append(where, "on "+m.web.Listen)
+	}
+	l := "  web terminal " + strings.Join(where, " ")
+	if fp := m.web.CertSHA256; fp != "" {
+		// the first 8 bytes fit the line: enough to tell a certificate
+		// from another one in the browser's view of it
+		if len(fp) > 23 {
+			fp = fp[:23] + dots(s)
+		}
+		l += "  cert " + fp
+	}
+	return m.clean(l)
 }
 
 func (m *Model) hostLines() []string {

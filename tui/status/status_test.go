@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +63,7 @@ func fakeSources() Sources {
 				{"eno1", netip.MustParsePrefix("2001:db8::5/64")},
 			}, nil
 		},
-		WebTerminal: func() bool { return false },
+		WebTerminal: func() (*WebTerminal, error) { return fakeWebTerminal(), nil },
 		Usage:       fakeUsage(),
 	}
 }
@@ -238,38 +236,6 @@ func TestWorst(t *testing.T) {
 	}
 	if _, ok := Worst(&hostinfo.Report{Checks: []hostinfo.Check{{ID: "a", Status: hostinfo.Pass}}}); ok {
 		t.Errorf("Worst of all-pass = true; want false")
-	}
-}
-
-func TestURL(t *testing.T) {
-	tests := map[string]string{
-		"192.168.10.5": "https://192.168.10.5:8443/",
-		"2001:db8::5":  "https://[2001:db8::5]:8443/",
-	}
-	for in, want := range tests {
-		if got := URL(netip.MustParseAddr(in)); got != want {
-			t.Errorf("URL(%s) = %q; want %q", in, got, want)
-		}
-	}
-}
-
-func TestListening(t *testing.T) {
-	root := t.TempDir()
-	dir := filepath.Join(root, "proc", "net")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	tcp := "  sl  local_address rem_address   st\n" +
-		"   0: 00000000:0016 00000000:0000 0A 00000000:00000000\n" +
-		"   1: 0100007F:20FB 0100007F:D000 01 00000000:00000000\n"
-	if err := os.WriteFile(filepath.Join(dir, "tcp"), []byte(tcp), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if Listening(root, WebPort) {
-		t.Errorf("Listening(8443) = true for an established socket; want false")
-	}
-	if !Listening(root, 22) {
-		t.Errorf("Listening(22) = false; want true")
 	}
 }
 
