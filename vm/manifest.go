@@ -43,7 +43,8 @@ type Spec struct {
 	Boot      *Boot      `json:"boot,omitempty" yaml:"boot,omitempty"`
 	CloudInit *CloudInit `json:"cloudInit,omitempty" yaml:"cloudInit,omitempty"`
 	Network   []NIC      `json:"network,omitempty" yaml:"network,omitempty"`
-	Autostart bool       `json:"autostart" yaml:"autostart"`
+	// Autostart is recorded, but nothing acts on it yet (docs/vms.md).
+	Autostart bool `json:"autostart" yaml:"autostart"`
 }
 
 // Disk is one virtio disk: an overlay on a base image, or a blank disk.
@@ -67,8 +68,9 @@ type CloudInit struct {
 	NetworkConfig string `json:"networkConfig,omitempty" yaml:"networkConfig,omitempty"`
 }
 
-// NIC is a VM network interface. Until host networking lands, VMs get
-// user-mode networking and this list must be empty.
+// NIC is a VM network interface on a TAP device: on a VM network of
+// network.yaml (Network, resolved to its bridge at start) or on a host
+// bridge (Bridge). A VM without NICs gets QEMU user-mode networking.
 type NIC struct {
 	Bridge  string `json:"bridge,omitempty" yaml:"bridge,omitempty"`
 	Network string `json:"network,omitempty" yaml:"network,omitempty"`
