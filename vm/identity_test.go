@@ -286,3 +286,29 @@ func TestUserDataMaskNeedsStoredUserData(t *testing.T) {
 		t.Errorf("Apply of the mask to a VM with user data: got %+v, %v; want the stored user data kept", res, err)
 	}
 }
+
+// `vm show` of a guest that `vm list` shows but virtcon does not manage
+// gives what is known of it; every action on it is refused as not ours.
+func TestGetExternal(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newHostFixture(t)
+	for _, ref := range []string{"ext", uidExternal, "win"} {
+		v, e, err := f.m.Get(ctx, ref)
+		if err != nil || v != nil || e == nil || e.Class != ClassExternal {
+			t.Errorf("Get(%q): got %v, %+v, %v; want no manifest and an EXTERNAL entry", ref, v, e, err)
+		}
+	}
+	if _, e, _ := f.m.Get(ctx, "ext"); e == nil || e.PID != 401 || e.Accel != "kvm" || e.CPUs != 1 || e.MemoryMiB != 128 {
+		t.Errorf("Get(ext): got %+v; want pid 401, kvm, QEMU's default 1 CPU and 128 MiB", e)
+	}
+	if err := f.m.Start(ctx, "ext"); !errors.Is(err, ErrNotOurs) {
+		t.Errorf("Start(ext): got %v; want ErrNotOurs", err)
+	}
+	if err := f.m.Delete(ctx, "win", true); !errors.Is(err, ErrNotOurs) {
+		t.Errorf("Delete(win): got %v; want ErrNotOurs", err)
+	}
+	if _, _, err := f.m.Get(ctx, "nosuch"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Get(nosuch): got %v; want ErrNotFound", err)
+	}
+}
