@@ -268,6 +268,16 @@ func TestIntegrationDCUISecondConsoleReadOnly(t *testing.T) {
 	second.login(r.admin, r.password)
 	second.waitFor(15*time.Second, r.admin+"@ttyS0 [RO]", "holds the console lock", "on tty1")
 
+	// the warning shows once: on another page, through the lock's retries
+	// (every 5 s), the header's [RO] says it and the warning stays away
+	second.keys(true, "v")
+	second.waitFor(5*time.Second, "Virtual machines", r.admin+"@ttyS0 [RO]")
+	for deadline := time.Now().Add(7 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		if s := second.capture(); strings.Contains(s, "holds the console lock") {
+			t.Fatalf("the read-only warning came back on another page:\n%s", s)
+		}
+	}
+
 	// the writer logs out: the read-only console takes the lock over
 	first.keys(true, "x")
 	first.waitFor(5*time.Second, "logged out")
@@ -457,6 +467,11 @@ func TestIntegrationDCUINetworkTry(t *testing.T) {
 	}
 
 	addBridge("brdcui1")
+	// quitting during the trial asks first; any key but y cancels
+	tt.keys(false, "F10")
+	tt.waitFor(5*time.Second, "A network change is on trial and rolls back in", "Quit anyway? y/N")
+	tt.keys(true, "n")
+	tt.waitFor(5*time.Second, "quit cancelled", "Keep these network settings?")
 	tt.keys(true, "b")
 	tt.waitFor(15*time.Second, "rolled back")
 	if linkIn(ns, "brdcui1") {
