@@ -34,14 +34,18 @@ type dnsmasqConf struct {
 	Bridge      string
 	BridgeIndex int // a recreated bridge changes the conf, so dnsmasq rebinds
 	Subnet      netip.Prefix
+	Gateway     netip.Addr // the bridge's address
 	RangeStart  netip.Addr
 	RangeEnd    netip.Addr
 	LeaseTime   string
-	DNS         bool
-	DNSServers  []netip.Addr
-	PIDFile     string
-	LeaseFile   string
-	LogFile     string
+	// DNSServers set: DHCP hands them out and dnsmasq serves no DNS.
+	// Empty: dnsmasq serves DNS on the bridge, forwarding to the
+	// nameservers of ResolvFile, and DHCP hands out Gateway.
+	DNSServers []netip.Addr
+	ResolvFile string
+	PIDFile    string
+	LeaseFile  string
+	LogFile    string
 }
 
 // render writes the conf file. Every option lives in the file rather than
@@ -55,24 +59,24 @@ func (c dnsmasqConf) render() []byte {
 	b.WriteString("bind-interfaces\n")
 	fmt.Fprintf(&b, "interface=%s\n", c.Bridge)
 	b.WriteString("except-interface=lo\n")
-	if c.DNS {
-		b.WriteString("port=53\n")
-	} else {
-		b.WriteString("port=0\n")
-	}
-	// Never the host's resolv.conf: upstreams are only the ones we are given.
-	b.WriteString("no-resolv\n")
-	b.WriteString("no-hosts\n")
-	servers := make([]string, len(c.DNSServers))
-	for i, s := range c.DNSServers {
-		servers[i] = s.String()
-	}
-	if c.DNS {
-		for _, s := range servers {
-			fmt.Fprintf(&b, "server=%s\n", s)
+	if len(c.DNSServers) > 0 {
+		// the operator's servers, straight to the guests: no DNS here
+		servers := make([]string, len(c.DNSServers))
+		for i, s := range c.DNSServers {
+			servers[i] = s.String()
 		}
-	} else if len(servers) > 0 {
+		b.WriteString("port=0\n")
+		b.WriteString("no-resolv\n")
+		b.WriteString("no-hosts\n")
 		fmt.Fprintf(&b, "dhcp-option=option:dns-server,%s\n", strings.Join(servers, ","))
+	} else {
+		// DNS on the bridge address only (bind-interfaces, interface=
+		// above), forwarded to the host's resolvers; never the host's
+		// /etc/hosts
+		b.WriteString("port=53\n")
+		fmt.Fprintf(&b, "resolv-file=%s\n", c.ResolvFile)
+		b.WriteString("no-hosts\n")
+		fmt.Fprintf(&b, "dhcp-option=option:dns-server,%s\n", c.Gateway)
 	}
 	fmt.Fprintf(&b, "dhcp-range=%s,%s,%s,%s\n", c.RangeStart, c.RangeEnd, natNetmask(c.Subnet), c.LeaseTime)
 	b.WriteString("dhcp-authoritative\n")

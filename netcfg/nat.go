@@ -38,16 +38,18 @@ const natLeaseTime = "12h"
 
 // NATOptions are the knobs of a nat network that network.yaml does not carry.
 type NATOptions struct {
-	// DNS makes dnsmasq also answer DNS on the bridge address (port 53),
-	// forwarding to DNSServers. It is off by default: a second DNS server
-	// bound on the host can clash with the host's own resolver on port 53,
-	// and DHCP alone (--port=0) is what was measured to work everywhere.
-	DNS bool
-	// DNSServers are the upstream resolvers. With DNS on, dnsmasq forwards
-	// to them (and never reads the host's resolv.conf); with DNS off, DHCP
-	// tells guests to use them directly. Empty with DNS off: guests get no
-	// DNS server.
+	// DNSServers, when set, are handed to the guests by DHCP as their
+	// resolvers, and dnsmasq serves no DNS (network.yaml's dns.servers,
+	// the operator's explicit choice). When empty, dnsmasq answers DNS on
+	// the bridge address (and nowhere else), forwarding to the host's
+	// resolvers (the nameservers of ResolvFile), and DHCP hands out the
+	// bridge address, as libvirt's default network does.
 	DNSServers []netip.Addr
+	// ResolvFile is where dnsmasq reads the host's resolvers (re-read when
+	// it changes); "" is <root>/etc/resolv.conf of the layout. Loopback
+	// resolvers there (127.0.0.53 of systemd-resolved) work: dnsmasq runs
+	// in the host's network namespace.
+	ResolvFile string
 }
 
 // EnsureNAT makes the nat network n exist in the current network namespace:
@@ -123,14 +125,29 @@ func ensureNAT(ctx context.Context, log *slog.Logger, layout paths.Layout, n Net
 		Bridge:      n.Bridge,
 		BridgeIndex: br.Attrs().Index,
 		Subnet:      subnet,
+		Gateway:     gw.Addr(),
 		RangeStart:  start,
 		RangeEnd:    end,
 		LeaseTime:   natLeaseTime,
-		DNS:         opts.DNS,
 		DNSServers:  opts.DNSServers,
 		PIDFile:     files.pid,
 		LeaseFile:   files.leases,
 		LogFile:     files.log,
+	}
+	if len(opts.DNSServers) == 0 {
+		// dnsmasq runs in /: a relative root must not reach it as is
+		resolv := opts.ResolvFile
+		if resolv == "" {
+			resolv = hostResolvFile(layout)
+		}
+		if conf.ResolvFile, err = filepath.Abs(resolv); err != nil {
+			return err
+		}
+		// dnsmasq waits for a missing file (it watches the directory),
+		// but refuses to start without its directory
+		if err := os.MkdirAll(filepath.Dir(conf.ResolvFile), 0o755); err != nil {
+			return fmt.Errorf("dnsmasq: resolver file: %w", err)
+		}
 	}
 	if err := dnsmasqEnsure(ctx, log, files, conf.render()); err != nil {
 		return err
@@ -185,6 +202,12 @@ func removeNAT(ctx context.Context, log *slog.Logger, layout paths.Layout, name,
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// hostResolvFile is the host's resolver file under the layout's root, the
+// one applySystem writes from dns.
+func hostResolvFile(layout paths.Layout) string {
+	return filepath.Join(layout.Root, "etc", "resolv.conf")
 }
 
 // natFiles are the files of one nat network.

@@ -630,3 +630,136 @@ func TestNATRevertsOnFailure(t *testing.T) {
 		t.Errorf("inet tables %d, %v; want none", len(tables), err)
 	}
 }
+
+// A NAT network serves DNS to its guests by default: dnsmasq answers on
+// the bridge address (and nowhere else), forwarding to the host's
+// resolvers, here a stand-in on a loopback address as systemd-resolved's
+// 127.0.0.53; DHCP hands out the bridge address as the DNS server.
+func TestNATServesDNS(t *testing.T) {
+	natRequire(t, "/bin/busybox")
+	ctx, log, srv, layout := natSetup(t)
+	bin, _ := dnsmasqBinary()
+	cli := newTestNS(t)
+	n := Network{Name: "dns", Type: "nat", Bridge: "vcbr-dns", Subnet: "10.77.5.0/24"}
+	gw := netip.MustParseAddr("10.77.5.1")
+
+	// The host's resolver: answers for test.example only, on loopback.
+	upstream := exec.Command(bin, "--keep-in-foreground", "--conf-file=/dev/null", "--bind-interfaces",
+		"--listen-address=127.0.0.53", "--port=53", "--no-resolv", "--no-hosts", "--user=root",
+		"--pid-file="+filepath.Join(layout.Root, "upstream.pid"), "--log-facility=-", "--log-queries=extra",
+		"--address=/test.example/192.0.2.7")
+	var upLog bytes.Buffer
+	upstream.Stdout, upstream.Stderr = &upLog, &upLog
+	srv.must(t, upstream.Start)
+	t.Cleanup(func() {
+		_ = upstream.Process.Kill()
+		_ = upstream.Wait()
+		t.Logf("upstream dnsmasq:\n%s", upLog.String())
+	})
+	resolv := filepath.Join(layout.Root, "etc", "resolv.conf")
+	if err := os.MkdirAll(filepath.Dir(resolv), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// dnsmasq reads it after dropping root, as /etc/resolv.conf is read:
+	// the test's 0700 temporary directories must let it through
+	for _, d := range []string{filepath.Dir(layout.Root), layout.Root} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(resolv, []byte("nameserver 127.0.0.53\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Another interface of the host, where the NAT's dnsmasq must not
+	// answer.
+	other := netip.MustParseAddr("198.51.100.9")
+	srv.must(t, func() error {
+		// a veth pair: this kernel has no dummy links
+		if err := netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "other0"}, PeerName: "other1"}); err != nil {
+			return err
+		}
+		return natLinkUp("other0", other.String()+"/32", "other1")
+	})
+
+	natCleanup(t, srv, layout, n)
+	srv.must(t, func() error { return EnsureNAT(ctx, log, layout, n) })
+	t.Cleanup(func() {
+		if t.Failed() {
+			conf, _ := os.ReadFile(natFilesFor(layout, n.Name).conf)
+			b, _ := os.ReadFile(natFilesFor(layout, n.Name).log)
+			t.Logf("nat dnsmasq conf:\n%s\nlog:\n%s", conf, b)
+		}
+	})
+	srv.must(t, func() error {
+		br, err := netlink.LinkByName(n.Bridge)
+		if err != nil {
+			return err
+		}
+		port := &netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "vh1", MasterIndex: br.Attrs().Index},
+			PeerName: "vg1", PeerNamespace: netlink.NsFd(int(cli.h))}
+		if err := netlink.LinkAdd(port); err != nil {
+			return err
+		}
+		return natLinkUp("vh1", "")
+	})
+	cli.must(t, func() error { return natLinkUp("vg1", "") })
+
+	// DHCP: the lease names the bridge address as the DNS server.
+	dir := t.TempDir()
+	script := filepath.Join(dir, "udhcpc.sh")
+	err := os.WriteFile(script, []byte(`#!/bin/busybox sh
+case "$1" in
+bound|renew)
+	/bin/busybox ip addr add "$ip/$mask" dev "$interface"
+	echo "$dns" > `+filepath.Join(dir, "dns")+`
+	;;
+esac
+exit 0
+`), 0o700)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cli.must(t, func() error {
+		out, err := exec.CommandContext(ctx, "/bin/busybox", "udhcpc", "-i", "vg1", "-n", "-q", "-t", "5", "-T", "1", "-s", script).CombinedOutput()
+		if err != nil {
+			return fmt.Errorf("udhcpc: %w\n%s", err, out)
+		}
+		return nil
+	})
+	if b, err := os.ReadFile(filepath.Join(dir, "dns")); err != nil || strings.TrimSpace(string(b)) != gw.String() {
+		t.Errorf("DHCP DNS servers %q (%v); want the bridge address %s", b, err, gw)
+	}
+
+	// The guest resolves through the bridge address; the answer comes
+	// from the host's resolver.
+	var addrs []string
+	cli.must(t, func() error {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		rcode, got, err := dnsQuery(qctx, netip.AddrPortFrom(gw, 53), "probe.test.example.")
+		if err != nil {
+			return fmt.Errorf("query %s: %w", gw, err)
+		}
+		if rcode != 0 {
+			return fmt.Errorf("query %s: rcode %v", gw, rcode)
+		}
+		addrs = got
+		return nil
+	})
+	if !slices.Equal(addrs, []string{"192.0.2.7"}) {
+		t.Errorf("probe.test.example via %s = %q; want [192.0.2.7] from the host's resolver", gw, addrs)
+	}
+	if !strings.Contains(upLog.String(), "probe.test.example") {
+		t.Errorf("the host's resolver was not asked for probe.test.example")
+	}
+
+	// Nowhere else: not on the host's other addresses.
+	srv.must(t, func() error {
+		qctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		if _, _, err := dnsQuery(qctx, netip.AddrPortFrom(other, 53), "probe.test.example."); err == nil {
+			return fmt.Errorf("a DNS server answers on %s, another interface of the host", other)
+		}
+		return nil
+	})
+}

@@ -110,7 +110,7 @@ func testDnsmasqConf() dnsmasqConf {
 	start, end := natDHCPRange(p)
 	f := natFilesFor(paths.New("/r"), "default")
 	return dnsmasqConf{
-		Network: "default", Bridge: "virbr7", BridgeIndex: 42, Subnet: p,
+		Network: "default", Bridge: "virbr7", BridgeIndex: 42, Subnet: p, Gateway: natGateway(p),
 		RangeStart: start, RangeEnd: end, LeaseTime: natLeaseTime,
 		PIDFile: f.pid, LeaseFile: f.leases, LogFile: f.log,
 	}
@@ -134,19 +134,20 @@ func TestDnsmasqConf(t *testing.T) {
 	dns := []netip.Addr{netip.MustParseAddr("192.0.2.53"), netip.MustParseAddr("198.51.100.53")}
 	tests := []struct {
 		name    string
-		dns     bool
 		servers []netip.Addr
 		middle  []string
 	}{
-		{"dhcp only", false, nil, []string{"port=0", "no-resolv", "no-hosts"}},
-		{"dhcp hands out servers", false, dns, []string{"port=0", "no-resolv", "no-hosts",
+		// the default: DNS on the bridge address, forwarded to the
+		// host's resolvers, and the bridge address handed out
+		{"dns forwarding to the host's resolvers", nil, []string{"port=53", "resolv-file=/r/etc/resolv.conf", "no-hosts",
+			"dhcp-option=option:dns-server,10.77.0.1"}},
+		// dns.servers of network.yaml: handed out as they are
+		{"dhcp hands out servers", dns, []string{"port=0", "no-resolv", "no-hosts",
 			"dhcp-option=option:dns-server,192.0.2.53,198.51.100.53"}},
-		{"dns forwarding", true, dns, []string{"port=53", "no-resolv", "no-hosts",
-			"server=192.0.2.53", "server=198.51.100.53"}},
 	}
 	for _, tt := range tests {
 		c := testDnsmasqConf()
-		c.DNS, c.DNSServers = tt.dns, tt.servers
+		c.DNSServers, c.ResolvFile = tt.servers, "/r/etc/resolv.conf"
 		want := strings.Join(append(append(append([]string{}, head...), tt.middle...), tail...), "\n") + "\n"
 		if got := string(c.render()); got != want {
 			t.Errorf("%s: conf\n%s\nwant\n%s", tt.name, got, want)
