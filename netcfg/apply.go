@@ -17,7 +17,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
-	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/internal/revert"
 	"github.com/virtcon/virtcon/paths"
 )
@@ -87,7 +86,13 @@ func LoadApplied(layout paths.Layout) (*Config, error) {
 // against what it left: stopping it deletes the leased address, and the
 // kernel the secondary addresses of its subnet with it.
 //
-// Callers serialise applies (a try and an apply must not interleave).
+// While a try is pending Apply refuses (a *TryPendingError), except as
+// the try's own apply: a change on top of a trial would outlive its
+// rollback. Applies are serialised by a lock per host root.
+//
+// With DryRun nothing changes and nothing is locked; a plan that the
+// default-route rule refuses comes back with that refusal (a
+// *ValidationError): both the Result and the error are set.
 func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts ApplyOptions) (*Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -95,16 +100,19 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: no configuration", ErrInvalid)
 	}
-	if !opts.DryRun {
+	if !opts.DryRun && !isTryApply(ctx) {
 		// one apply at a time per host root: two interleaved plans would
-		// each undo the other's steps
-		lctx, cancel := context.WithTimeout(ctx, time.Minute)
-		l, err := flock.Acquire(lctx, filepath.Join(layout.RunDir(), "locks", "network-apply.lock"))
-		cancel()
+		// each undo the other's steps (a try's own apply runs under the
+		// lock its tryRun holds)
+		unlock, err := applyLock(ctx, layout)
 		if err != nil {
 			return nil, err
 		}
-		defer l.Release()
+		defer unlock()
+		// and none on top of a try: its rollback would not undo it
+		if err := CheckNoPendingTry(layout); err != nil {
+			return nil, err
+		}
 	}
 	prev, err := LoadApplied(layout)
 	if err != nil {
@@ -119,12 +127,25 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 	if err != nil {
 		return nil, err
 	}
-	if err := Validate(cfg, live, ValidateOptions{AllowDefaultRouteChange: opts.AllowDefaultRouteChange}); err != nil {
+	// A dry run plans what the default-route rule would refuse too, and
+	// returns the refusal with the plan.
+	if err := Validate(cfg, live, ValidateOptions{AllowDefaultRouteChange: opts.AllowDefaultRouteChange || opts.DryRun}); err != nil {
 		return nil, err
 	}
+	var risky []*FieldError
+	if !opts.AllowDefaultRouteChange && opts.DryRun {
+		// valid otherwise: what is left is the rule's (enslaving the
+		// interface that carries the default route)
+		var ve *ValidationError
+		if err := Validate(cfg, live, ValidateOptions{}); errors.As(err, &ve) {
+			risky = append(risky, ve.Errs...)
+		} else if err != nil {
+			return nil, err
+		}
+	}
 	steps := Plan(cfg, live, prev)
+	var refused error
 	if !opts.AllowDefaultRouteChange {
-		var risky []*FieldError
 		for _, st := range steps {
 			if st.risk != nil {
 				fe := *st.risk
@@ -133,7 +154,10 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 			}
 		}
 		if len(risky) > 0 {
-			return nil, &ValidationError{risky}
+			refused = &ValidationError{risky}
+			if !opts.DryRun {
+				return nil, refused
+			}
 		}
 	}
 	added, removed := natChanges(cfg, prev)
@@ -157,7 +181,9 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 		res.Steps = append(res.Steps, natSteps(added, removed)...)
 		res.Steps = append(res.Steps, starts...)
 		res.Changed = len(res.Steps) > 0
-		return res, nil
+		// the plan is shown even when the default-route rule refuses it,
+		// with the refusal the apply would get
+		return res, refused
 	}
 
 	res := &Result{Steps: make([]string, 0, len(steps)+1)}
@@ -226,12 +252,12 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 	res.Steps = append(res.Steps, natSteps(added, removed)...)
 	// NAT networks are ensured on every apply: that also restarts a dnsmasq
 	// that died (virtcon has no daemon to supervise it).
-	dns := natDNS(cfg)
+	nopts := NATOptions{DNSServers: natDNS(cfg)}
 	for _, n := range cfg.Networks {
 		if n.Type != NetworkNAT {
 			continue
 		}
-		if err := EnsureNATWith(ctx, log, layout, n, NATOptions{DNSServers: dns}); err != nil {
+		if err := EnsureNATWith(ctx, log, layout, n, nopts); err != nil {
 			return fail(next, "nat network "+n.Name, err)
 		}
 		if !prevHas(prev, n.Name) {
@@ -335,7 +361,8 @@ func prevHas(prev *Config, name string) bool {
 	return false
 }
 
-// natDNS is the host's DNS servers, handed to NAT guests by DHCP.
+// natDNS is network.yaml's DNS servers, handed to NAT guests by DHCP
+// instead of the bridge's own DNS forwarder; nil when it names none.
 func natDNS(cfg *Config) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range cfg.DNS.Servers {

@@ -634,3 +634,83 @@ func TestApplyIntegrationRejectsBadConfig(t *testing.T) {
 		t.Errorf("an invalid config changed the host")
 	}
 }
+
+// A dry run shows the plan that the default-route rule refuses, with the
+// refusal the apply would get; nothing changes.
+func TestApplyIntegrationDryRunShowsRefusedPlan(t *testing.T) {
+	applyITNS(t)
+	applyITUplink(t)
+	layout := paths.New(t.TempDir())
+	enslave := applyITConfig([]Bridge{{Name: "br0", Ports: []string{"up0"}}}, nil,
+		&Management{Interface: "br0", Addresses: []string{"192.0.2.10/24"}, Gateway: "192.0.2.1"})
+	before := applyITComparable(applyITState(t))
+	res, err := Apply(context.Background(), applyITLog(t), layout, enslave, ApplyOptions{DryRun: true})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "bridges[0].ports[0]") || !strings.Contains(err.Error(), "--try") {
+		t.Errorf("dry run of enslaving the uplink: %v; want the default-route refusal naming bridges[0].ports[0] and --try", err)
+	}
+	if res == nil || !slices.ContainsFunc(res.Steps, func(s string) bool { return strings.Contains(s, "moving 192.0.2.10/24, route default via 192.0.2.1") }) {
+		t.Errorf("dry run plan %+v; want the steps, moving the address and default route", res)
+	}
+	// and through ApplyDesired, as `virt net apply --dry-run` calls it
+	dres, _, derr := ApplyDesired(context.Background(), nil, layout, enslave, DesiredOptions{DryRun: true})
+	if !errors.Is(derr, ErrInvalid) || dres == nil || len(dres.Steps) == 0 {
+		t.Errorf("ApplyDesired dry run: %+v, %v; want the plan and the refusal", dres, derr)
+	}
+	if after := applyITComparable(applyITState(t)); after != before {
+		t.Errorf("a dry run changed the host:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if _, err := os.Stat(AppliedFile(layout)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a dry run recorded the config: %v", err)
+	}
+
+	// The rule's other half, in the plan: deleting the bridge that now
+	// carries the default route.
+	applyITApply(t, layout, enslave, ApplyOptions{AllowDefaultRouteChange: true})
+	applied, err := os.ReadFile(AppliedFile(layout))
+	applyITMust(t, err)
+	before = applyITComparable(applyITState(t))
+	res, err = Apply(context.Background(), applyITLog(t), layout, applyITConfig(nil, nil, nil), ApplyOptions{DryRun: true})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "default route") {
+		t.Errorf("dry run of deleting br0: %v; want the default-route refusal", err)
+	}
+	if res == nil || !slices.ContainsFunc(res.Steps, func(s string) bool { return strings.Contains(s, "br0") }) {
+		t.Errorf("dry run plan %+v; want the steps deleting br0", res)
+	}
+	if after := applyITComparable(applyITState(t)); after != before {
+		t.Errorf("a dry run changed the host:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if got, _ := os.ReadFile(AppliedFile(layout)); string(got) != string(applied) {
+		t.Errorf("a dry run changed applied.yaml")
+	}
+}
+
+// The issue's case: a plain apply while a try is pending is refused, so
+// the try's rollback leaves no bridge that neither applied.yaml nor the
+// desired file knows about.
+func TestApplyIntegrationRefusedDuringTry(t *testing.T) {
+	applyITNS(t)
+	layout := paths.New(t.TempDir())
+	tryTestKillWatchdogs(t, PendingPath(layout))
+	ctx := context.Background()
+	log := applyITLog(t)
+	_, p, err := ApplyDesired(ctx, log, layout, applyITConfig([]Bridge{{Name: "brtry0"}}, nil, nil), DesiredOptions{Try: 30 * time.Second})
+	applyITMust(t, err)
+	_, _, err = ApplyDesired(ctx, log, layout, applyITConfig([]Bridge{{Name: "brtry0"}, {Name: "brplain0"}}, nil, nil), DesiredOptions{})
+	var tp *TryPendingError
+	if !errors.As(err, &tp) || tp.ID != p.ID {
+		t.Fatalf("plain apply during try %s: %v; want a TryPendingError naming it", p.ID, err)
+	}
+	if applyITState(t).Link("brplain0") != nil {
+		t.Fatal("the refused apply created brplain0")
+	}
+	applyITMust(t, RollbackDesired(ctx, layout))
+	st := applyITState(t)
+	for _, n := range []string{"brtry0", "brplain0"} {
+		if st.Link(n) != nil {
+			t.Errorf("%s still there after the rollback", n)
+		}
+	}
+	if prev, err := LoadApplied(layout); err != nil || prev != nil {
+		t.Errorf("applied record after the rollback: %+v, %v; want none, as before the try", prev, err)
+	}
+}

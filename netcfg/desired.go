@@ -77,6 +77,12 @@ type DesiredOptions struct {
 // the deadline (an error wrapping ErrDeadlineTooShort), applies and
 // verifies as a Try, and writes DesiredPendingFile, which ConfirmDesired
 // turns into the desired file. The Pending is nil unless Try was given.
+//
+// A try validates the file against the live state before it records
+// anything. While a try is pending every apply is refused with a
+// *TryPendingError (errors.Is ErrTryPending), a dry run excepted. A dry
+// run whose plan the default-route rule refuses returns the plan and the
+// refusal.
 func ApplyDesired(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts DesiredOptions) (*Result, *Pending, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -95,10 +101,20 @@ func ApplyDesired(ctx context.Context, log *slog.Logger, layout paths.Layout, cf
 	if err != nil {
 		return nil, nil, err
 	}
+	if !opts.DryRun {
+		// before anything else: Apply and Try refuse too, but only after
+		// the checks below, whose errors would hide the reason
+		if err := CheckNoPendingTry(layout); err != nil {
+			return nil, nil, err
+		}
+	}
 	aopts := ApplyOptions{DryRun: opts.DryRun, AllowDefaultRouteChange: opts.Try > 0}
 	if opts.Try <= 0 || opts.DryRun {
 		res, err := Apply(ctx, log, layout, checked, aopts)
 		if err != nil {
+			if opts.DryRun {
+				return res, nil, err // the plan, with the refusal
+			}
 			return nil, nil, err
 		}
 		if !opts.DryRun {
@@ -116,6 +132,15 @@ func ApplyDesired(ctx context.Context, log *slog.Logger, layout paths.Layout, cf
 	}
 	slices.Sort(links)
 	links = slices.Compact(links)
+	// A file the apply would refuse is refused before the try starts: no
+	// pending record, no watchdog, no rollback of a change never made.
+	live, err := ReadState(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := Validate(checked, live, ValidateOptions{AllowDefaultRouteChange: true}); err != nil {
+		return nil, nil, err
+	}
 	// bridges the file creates with STP count too
 	if err := CheckTryDeadline(checked, links, opts.Try); err != nil {
 		return nil, nil, err

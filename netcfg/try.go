@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -27,7 +26,9 @@ var (
 	// ErrNoPendingTry: nothing to confirm, roll back or show.
 	ErrNoPendingTry = errors.New("no network try is pending")
 	// ErrTryPending: a try is pending; confirm it or roll it back first.
-	ErrTryPending = errors.New("a network try is already pending")
+	// Every change of the network is refused meanwhile (a *TryPendingError
+	// says which try and its deadline).
+	ErrTryPending = errors.New("a network try is pending")
 	// ErrDeadlineTooShort: the try's deadline would not cover STP
 	// convergence and verification.
 	ErrDeadlineTooShort = errors.New("try deadline too short")
@@ -52,6 +53,9 @@ type Pending struct {
 	Started     time.Time `json:"started"`
 	Deadline    time.Time `json:"deadline"` // wall clock
 	WatchdogPID int       `json:"watchdogPid,omitempty"`
+	// WatchdogStart is the watchdog's start time (clock ticks after boot,
+	// field 22 of /proc/PID/stat): a reused PID has another. 0: unknown.
+	WatchdogStart uint64 `json:"watchdogStart,omitempty"`
 	// BootID tells a record left by an earlier boot, whose watchdog is gone.
 	BootID string `json:"bootId,omitempty"`
 	// RollbackError is set when a rollback failed; the record stays so that
@@ -187,16 +191,11 @@ func (p *Pending) Remaining(now time.Time) time.Duration {
 }
 
 // WatchdogRunning reports whether the record's watchdog process is alive
-// (in this boot, with this try's ID in its environment).
+// (in this boot, started when recorded, not a zombie, with this try's ID
+// in its environment). False also when that cannot be told.
 func (p *Pending) WatchdogRunning() bool {
-	if p.WatchdogPID <= 0 || (p.BootID != "" && p.BootID != tryBootID()) {
-		return false
-	}
-	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p.WatchdogPID), "environ"))
-	if err != nil {
-		return false
-	}
-	return bytes.Contains(append([]byte{0}, env...), []byte("\x00"+wdIDEnv+"="+p.ID+"\x00"))
+	live, _ := p.watchdogLiveness()
+	return live == wdAlive
 }
 
 // PendingPath is the pending try record of layout.
@@ -346,15 +345,25 @@ func tryRun(ctx context.Context, log *slog.Logger, layout paths.Layout, links []
 		return nil, fmt.Errorf("try: %w", err)
 	}
 	path := PendingPath(layout)
+	// The apply lock, from the snapshot to the end of the apply: a plain
+	// Apply running meanwhile would put its half-done change into the
+	// snapshot, or its change on top of the trial (which a rollback would
+	// then not know about). Apply sees the try's own apply by its context.
+	unlockApply, err := applyLock(ctx, layout)
+	if err != nil {
+		return nil, fmt.Errorf("try: %w", err)
+	}
 	p, err := tryStart(ctx, log, layout, path, links, deadline, desired)
 	if err != nil {
+		unlockApply()
 		return nil, fmt.Errorf("try: %w", err)
 	}
 	log.Info("network try started", "id", p.ID, "deadline", p.Deadline.Format(time.RFC3339), "watchdog", p.WatchdogPID, "links", links)
 
 	// Stop before the deadline: past it the watchdog restores under us.
 	actx, cancel := context.WithDeadline(ctx, p.Deadline.Add(-tryStopEarly))
-	err = apply(actx)
+	err = apply(withTryApply(actx, p.ID))
+	unlockApply()
 	if err != nil {
 		err = fmt.Errorf("apply: %w", err)
 	} else if verify != nil {
@@ -384,11 +393,8 @@ func tryStart(ctx context.Context, log *slog.Logger, layout paths.Layout, path s
 		return nil, err
 	}
 	defer unlock()
-	if old, err := tryRead(path); err == nil {
-		return nil, fmt.Errorf("%w (id %s, deadline %s): run `virt net confirm` or `virt net rollback` first",
-			ErrTryPending, old.ID, old.Deadline.Local().Format(time.RFC3339))
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %v", ErrTryPending, err)
+	if err := checkNoPendingTry(path); err != nil {
+		return nil, err
 	}
 	// A tried desired file left by an earlier try must not pass for this
 	// one's.
@@ -439,12 +445,12 @@ func tryStart(ctx context.Context, log *slog.Logger, layout paths.Layout, path s
 	if err := tryWrite(path, p); err != nil {
 		return nil, err
 	}
-	pid, err := wdStart(log, layout, path, p.ID)
+	pid, started, err := wdStart(log, layout, path, p.ID)
 	if err != nil {
 		_ = tryRemove(path)
 		return nil, fmt.Errorf("start the watchdog: %w", err)
 	}
-	p.WatchdogPID = pid
+	p.WatchdogPID, p.WatchdogStart = pid, started
 	if err := tryWrite(path, p); err != nil {
 		_ = tryRemove(path)
 		wdWake(p)

@@ -589,3 +589,41 @@ func TestTryIntegrationSTP(t *testing.T) {
 	})
 	tryTestNoWatchdogWithin(t, PendingPath(layout), 2*time.Second)
 }
+
+// The issue's case: the watchdog of a try is killed -9. At the deadline
+// nothing restores the network; the first ResolveExpiredTry after it (any
+// `virt net` command, the DCUI's status screen) does.
+func TestTryIntegrationKilledWatchdogResolved(t *testing.T) {
+	tp, layout, log := tryTestSetup(t)
+	const deadline = 6 * time.Second
+	var p *Pending
+	tp.host.must(t, func() error {
+		var err error
+		p, err = Try(context.Background(), log, layout, []string{"up0"}, tryCutOff, nil, deadline)
+		return err
+	})
+	if err := syscall.Kill(p.WatchdogPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	tryTestNoWatchdogWithin(t, PendingPath(layout), 2*time.Second)
+	time.Sleep(time.Until(p.Deadline) + time.Second)
+	if tp.reachable() {
+		t.Fatal("peer reachable after the deadline with the watchdog killed; the test shows nothing")
+	}
+	var r *ResolvedTry
+	tp.host.must(t, func() error {
+		var err error
+		r, err = ResolveExpiredTry(context.Background(), log, layout)
+		return err
+	})
+	if r == nil || r.ID != p.ID || !strings.Contains(r.Why, "has exited") {
+		t.Fatalf("ResolveExpiredTry = %+v; want try %s rolled back, its watchdog named as exited", r, p.ID)
+	}
+	tp.waitReachable(t, true, time.Second)
+	if !tryDefaultRouteVia(t, tp, "up0") {
+		t.Error("default route via the peer not restored on up0")
+	}
+	if _, err := PendingTry(layout); !errors.Is(err, ErrNoPendingTry) {
+		t.Errorf("PendingTry after the rollback: %v; want ErrNoPendingTry", err)
+	}
+}

@@ -187,11 +187,12 @@ func (s *Snapshot) linkNames() string {
 // in a session of its own (no controlling terminal: a dropped SSH session
 // does not reach it), stdin on /dev/null, output appended to the log file,
 // never waited for by the caller (a goroutine only reaps it). It returns
-// once the watchdog says it is watching, or fails.
-func wdStart(log *slog.Logger, layout paths.Layout, path, id string) (int, error) {
+// once the watchdog says it is watching, or fails, with the watchdog's PID
+// and start time (0 when /proc does not tell).
+func wdStart(log *slog.Logger, layout paths.Layout, path, id string) (int, uint64, error) {
 	exe, err := wdExecutable()
 	if err != nil {
-		return 0, fmt.Errorf("find own executable: %w", err)
+		return 0, 0, fmt.Errorf("find own executable: %w", err)
 	}
 	logPath := filepath.Join(layout.LogDir(), wdLogName)
 	var out *os.File
@@ -203,7 +204,7 @@ func wdStart(log *slog.Logger, layout paths.Layout, path, id string) (int, error
 	}
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer null.Close()
 	if out == nil {
@@ -213,7 +214,7 @@ func wdStart(log *slog.Logger, layout paths.Layout, path, id string) (int, error
 	}
 	readyR, readyW, err := os.Pipe()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer readyR.Close()
 
@@ -226,20 +227,25 @@ func wdStart(log *slog.Logger, layout paths.Layout, path, id string) (int, error
 	err = cmd.Start()
 	readyW.Close()
 	if err != nil {
-		return 0, fmt.Errorf("run %s: %w", exe, err)
+		return 0, 0, fmt.Errorf("run %s: %w", exe, err)
+	}
+	pid := cmd.Process.Pid
+	// Read before the reaper can run: the PID is ours until it is reaped.
+	var started uint64
+	if st, err := readProcStat(pid); err == nil {
+		started = st.start
 	}
 	go func() { _ = cmd.Wait() }() // reap it if it ends while we live
-	pid := cmd.Process.Pid
 
 	_ = readyR.SetReadDeadline(time.Now().Add(wdStartTimeout))
 	buf := make([]byte, len(wdReady))
 	n, _ := io.ReadFull(readyR, buf)
 	if string(buf[:n]) != wdReady {
 		_ = cmd.Process.Kill()
-		return 0, fmt.Errorf("watchdog %s (pid %d) did not start watching (does main call netcfg.MaybeRunWatchdog first?); see %s", exe, pid, logPath)
+		return 0, 0, fmt.Errorf("watchdog %s (pid %d) did not start watching (does main call netcfg.MaybeRunWatchdog first?); see %s", exe, pid, logPath)
 	}
 	log.Debug("network try watchdog started", "pid", pid, "exe", exe, "log", logPath)
-	return pid, nil
+	return pid, started, nil
 }
 
 func wdEnviron(path, id string) []string {

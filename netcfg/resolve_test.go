@@ -1,0 +1,399 @@
+package netcfg
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/virtcon/virtcon/paths"
+)
+
+func TestParseProcStat(t *testing.T) {
+	rest := " 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 20 21"
+	tests := []struct {
+		name, in string
+		want     procStat
+		wantErr  bool
+	}{
+		{"plain", "17 (virt) S" + rest, procStat{'S', 4242}, false},
+		{"spaces and parentheses in the name", "17 (a) b (c)) Z" + rest, procStat{'Z', 4242}, false},
+		{"no name", "17 virt S" + rest, procStat{}, true},
+		{"too short", "17 (virt) S 1 2 3", procStat{}, true},
+		{"bad start time", "17 (virt) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 x 20", procStat{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseProcStat(tt.in)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("parseProcStat(%q) = %+v, %v; want %+v, error %t", tt.in, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	st, err := readProcStat(os.Getpid())
+	if err != nil || st.start == 0 || st.state == 0 {
+		t.Errorf("readProcStat(self) = %+v, %v; want a state and a start time", st, err)
+	}
+}
+
+// resolveTestFakeWatchdog starts a process that passes for the watchdog
+// of try id (its ID in the environment, as wdStart gives it) and returns
+// its PID and start time; it is killed at the end of the test.
+func resolveTestFakeWatchdog(t *testing.T, id string) (int, uint64) {
+	t.Helper()
+	cmd := exec.Command("sleep", "300")
+	cmd.Env = []string{wdIDEnv + "=" + id}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	st, err := readProcStat(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid, st.start
+}
+
+// resolveTestDeadProcess returns the PID of a process that has exited
+// and was reaped, and one that has exited and was not (a zombie).
+func resolveTestDeadProcess(t *testing.T, id string) (reaped, zombie int) {
+	t.Helper()
+	var pids []int
+	for _, wait := range []bool{true, false} {
+		cmd := exec.Command("sleep", "300")
+		cmd.Env = []string{wdIDEnv + "=" + id}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Process.Kill()
+		if wait {
+			_ = cmd.Wait()
+		} else {
+			t.Cleanup(func() { _ = cmd.Wait() })
+			for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+				if st, err := readProcStat(cmd.Process.Pid); err == nil && st.state == 'Z' {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatal("the killed process did not become a zombie")
+				}
+			}
+		}
+		pids = append(pids, cmd.Process.Pid)
+	}
+	return pids[0], pids[1]
+}
+
+func TestWatchdogLiveness(t *testing.T) {
+	const id = "0123456789abcdef"
+	pid, start := resolveTestFakeWatchdog(t, id)
+	reaped, zombie := resolveTestDeadProcess(t, id)
+	boot := tryBootID()
+	if boot == "" {
+		t.Skip("no /proc/sys/kernel/random/boot_id")
+	}
+	tests := []struct {
+		name    string
+		p       Pending
+		want    wdLiveness
+		wantWhy string
+	}{
+		{"alive", Pending{ID: id, WatchdogPID: pid, WatchdogStart: start, BootID: boot}, wdAlive, ""},
+		{"alive, start time not recorded", Pending{ID: id, WatchdogPID: pid}, wdAlive, ""},
+		{"no watchdog", Pending{ID: id}, wdDead, "it has no watchdog"},
+		{"earlier boot", Pending{ID: id, WatchdogPID: pid, WatchdogStart: start, BootID: "another-boot"}, wdDead, "before the host last booted"},
+		{"exited", Pending{ID: id, WatchdogPID: reaped, BootID: boot}, wdDead, "has exited"},
+		{"zombie", Pending{ID: id, WatchdogPID: zombie, BootID: boot}, wdDead, "has exited"},
+		// a reused PID: started at another time, or without the try's ID
+		{"pid reused, other start time", Pending{ID: id, WatchdogPID: pid, WatchdogStart: start + 1, BootID: boot}, wdDead, "is another process now"},
+		{"pid reused, other process", Pending{ID: id, WatchdogPID: os.Getpid(), BootID: boot}, wdDead, "is another process now"},
+		{"watchdog of another try", Pending{ID: "fedcba9876543210", WatchdogPID: pid, BootID: boot}, wdDead, "is another process now"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, why := tt.p.watchdogLiveness()
+			if got != tt.want || !strings.Contains(why, tt.wantWhy) {
+				t.Errorf("watchdogLiveness = %v, %q; want %v, %q", got, why, tt.want, tt.wantWhy)
+			}
+			if tt.p.WatchdogRunning() != (tt.want == wdAlive) {
+				t.Errorf("WatchdogRunning = %t; want %t", !(tt.want == wdAlive), tt.want == wdAlive)
+			}
+		})
+	}
+}
+
+// resolveTestRecord writes a pending record under layout, as a try that
+// had applied.yaml hold before.
+func resolveTestRecord(t *testing.T, layout paths.Layout, p *Pending, before string) {
+	t.Helper()
+	root, err := filepath.Abs(layout.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ID == "" {
+		p.ID = "0123456789abcdef"
+	}
+	p.Root, p.Snapshot, p.Applied = root, &Snapshot{}, []byte(before)
+	if p.Started.IsZero() {
+		p.Started = p.Deadline.Add(-time.Minute)
+	}
+	if err := tryWrite(PendingPath(layout), p); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(AppliedFile(layout), []byte("# the trial\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestResolveExpiredTry(t *testing.T) {
+	const before = "# before the try\n"
+	past, future := time.Now().Add(-time.Second), time.Now().Add(time.Minute)
+	tests := []struct {
+		name string
+		// rec makes the record; live is the fake watchdog's PID and start
+		rec     func(live int, start uint64) *Pending
+		resolve bool
+		wantWhy string
+	}{
+		{"expired, watchdog exited", func(int, uint64) *Pending {
+			return &Pending{Deadline: past, WatchdogPID: 0x3fffff, BootID: tryBootID()}
+		}, true, "has exited"},
+		{"expired, watchdog's rollback failed and it gave up", func(int, uint64) *Pending {
+			return &Pending{Deadline: past, BootID: tryBootID(), RollbackError: "restore: boom"}
+		}, true, "has no watchdog"},
+		{"from an earlier boot, before its deadline", func(live int, start uint64) *Pending {
+			return &Pending{Deadline: future, WatchdogPID: live, WatchdogStart: start, BootID: "another-boot"}
+		}, true, "before the host last booted"},
+		{"expired, pid reused", func(live int, start uint64) *Pending {
+			return &Pending{ID: "fedcba9876543210", Deadline: past, WatchdogPID: live, WatchdogStart: start, BootID: tryBootID()}
+		}, true, "another process now"},
+		// never pre-empt a live watchdog: it rolls back itself
+		{"expired, watchdog alive", func(live int, start uint64) *Pending {
+			return &Pending{Deadline: past, WatchdogPID: live, WatchdogStart: start, BootID: tryBootID()}
+		}, false, ""},
+		// a try within its deadline can still be confirmed, watchdog or not
+		{"not expired, watchdog exited", func(int, uint64) *Pending {
+			return &Pending{Deadline: future, WatchdogPID: 0x3fffff, BootID: tryBootID()}
+		}, false, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			layout := paths.New(t.TempDir())
+			live, start := resolveTestFakeWatchdog(t, "0123456789abcdef")
+			resolveTestRecord(t, layout, tt.rec(live, start), before)
+			r, err := ResolveExpiredTry(context.Background(), tryTestLog(t), layout)
+			if err != nil {
+				t.Fatalf("ResolveExpiredTry: %v", err)
+			}
+			applied, _ := os.ReadFile(AppliedFile(layout))
+			_, perr := PendingTry(layout)
+			if !tt.resolve {
+				if r != nil || perr != nil || string(applied) != "# the trial\n" {
+					t.Errorf("got %+v, record %v, applied.yaml %q; want nothing done", r, perr, applied)
+				}
+				return
+			}
+			if r == nil || !strings.Contains(r.Why, tt.wantWhy) || r.At.IsZero() {
+				t.Fatalf("got %+v; want the try rolled back, saying %q", r, tt.wantWhy)
+			}
+			if !errors.Is(perr, ErrNoPendingTry) || string(applied) != before {
+				t.Errorf("after the rollback: record %v, applied.yaml %q; want no record and %q", perr, applied, before)
+			}
+			if r, err := ResolveExpiredTry(context.Background(), nil, layout); r != nil || err != nil {
+				t.Errorf("second ResolveExpiredTry = %+v, %v; want nothing to do", r, err)
+			}
+		})
+	}
+}
+
+// Two callers noticing the same expired try at once: one rolls back, the
+// others find it gone.
+func TestResolveExpiredTryOnce(t *testing.T) {
+	layout := paths.New(t.TempDir())
+	resolveTestRecord(t, layout, &Pending{Deadline: time.Now().Add(-time.Second)}, "# before\n")
+	const n = 8
+	var wg sync.WaitGroup
+	results := make([]*ResolvedTry, n)
+	errs := make([]error, n)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			results[i], errs[i] = ResolveExpiredTry(context.Background(), nil, layout)
+		})
+	}
+	close(start)
+	wg.Wait()
+	resolved := 0
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("caller %d: %v", i, errs[i])
+		}
+		if results[i] != nil {
+			resolved++
+		}
+	}
+	if resolved != 1 {
+		t.Errorf("%d callers rolled the try back; want exactly 1", resolved)
+	}
+}
+
+// A record that cannot be read is an error, and nothing is touched.
+func TestResolveExpiredTryUnreadable(t *testing.T) {
+	layout := paths.New(t.TempDir())
+	path := PendingPath(layout)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := ResolveExpiredTry(context.Background(), nil, layout); r != nil || err == nil {
+		t.Errorf("ResolveExpiredTry = %+v, %v; want an error", r, err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "{not json" {
+		t.Errorf("record now %q; want it left alone", b)
+	}
+	if err := CheckNoPendingTry(layout); !errors.Is(err, ErrTryPending) {
+		t.Errorf("CheckNoPendingTry with an unreadable record = %v; want ErrTryPending (fail closed)", err)
+	}
+}
+
+// The case: a try whose watchdog is killed -9. Nothing rolls it
+// back at the deadline; the first caller after it does, once.
+func TestResolveExpiredTryKilledWatchdog(t *testing.T) {
+	t.Parallel()
+	layout := paths.New(t.TempDir())
+	tryTestKillWatchdogs(t, PendingPath(layout))
+	if err := os.MkdirAll(layout.NetworkDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(AppliedFile(layout), []byte("# before\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+		func(context.Context) error { return os.WriteFile(AppliedFile(layout), []byte("# the trial\n"), 0o600) },
+		nil, TryMargin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(p.WatchdogPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	tryTestNoWatchdogWithin(t, PendingPath(layout), 2*time.Second)
+	if r, err := ResolveExpiredTry(context.Background(), nil, layout); r != nil || err != nil {
+		t.Fatalf("before the deadline: ResolveExpiredTry = %+v, %v; want nothing done (it may still be confirmed)", r, err)
+	}
+	time.Sleep(time.Until(p.Deadline) + 300*time.Millisecond)
+	if _, err := PendingTry(layout); err != nil {
+		t.Fatalf("after the deadline, with the watchdog killed: %v; want the try still pending", err)
+	}
+	r, err := ResolveExpiredTry(context.Background(), tryTestLog(t), layout)
+	if err != nil || r == nil || r.ID != p.ID || !strings.Contains(r.Why, "has exited") || len(r.Links) != 1 || r.Links[0] != tryTestLinks[0] {
+		t.Fatalf("ResolveExpiredTry = %+v, %v; want try %s rolled back, its watchdog named as exited", r, err, p.ID)
+	}
+	if b, _ := os.ReadFile(AppliedFile(layout)); string(b) != "# before\n" {
+		t.Errorf("applied.yaml %q after the rollback; want it restored", b)
+	}
+	if _, err := PendingTry(layout); !errors.Is(err, ErrNoPendingTry) {
+		t.Errorf("PendingTry after the rollback: %v; want ErrNoPendingTry", err)
+	}
+}
+
+// While a try is pending every apply is refused before it changes
+// anything; a dry run still plans. The try's own apply is allowed.
+func TestApplyRefusedDuringTry(t *testing.T) {
+	t.Parallel()
+	layout := paths.New(t.TempDir())
+	tryTestKillWatchdogs(t, PendingPath(layout))
+	ctx := context.Background()
+	log := tryTestLog(t)
+	// Changes only files under the layout's root (not /): no link, no
+	// kernel host name.
+	trial := &Config{APIVersion: APIVersion, Kind: Kind, Hostname: "trial"}
+	p, err := Try(ctx, log, layout, tryTestLinks, func(ctx context.Context) error {
+		_, err := Apply(ctx, log, layout, trial, ApplyOptions{AllowDefaultRouteChange: true})
+		return err
+	}, nil, 30*time.Second)
+	if err != nil {
+		t.Fatalf("Try whose apply calls Apply: %v; want the try's own apply allowed", err)
+	}
+	hostname := filepath.Join(layout.Root, "etc", "hostname")
+	if b, _ := os.ReadFile(hostname); string(b) != "trial\n" {
+		t.Fatalf("hostname %q after the try's apply; want trial", b)
+	}
+	plain := &Config{APIVersion: APIVersion, Kind: Kind, Hostname: "plain"}
+	applied, _ := os.ReadFile(AppliedFile(layout))
+	tests := []struct {
+		name string
+		do   func() error
+	}{
+		{"Apply", func() error { _, err := Apply(ctx, log, layout, plain, ApplyOptions{}); return err }},
+		{"ApplyDesired", func() error { _, _, err := ApplyDesired(ctx, log, layout, plain, DesiredOptions{}); return err }},
+		{"ApplyDesired with a try", func() error {
+			_, _, err := ApplyDesired(ctx, log, layout, plain, DesiredOptions{Try: 30 * time.Second})
+			return err
+		}},
+		{"Try", func() error {
+			_, err := Try(ctx, log, layout, tryTestLinks, func(context.Context) error { t.Error("second try applied"); return nil }, nil, 30*time.Second)
+			return err
+		}},
+	}
+	for _, tc := range tests {
+		err := tc.do()
+		var tp *TryPendingError
+		if !errors.Is(err, ErrTryPending) || !errors.As(err, &tp) || tp.ID != p.ID || !tp.Deadline.Equal(p.Deadline) {
+			t.Errorf("%s during a try: %v; want a TryPendingError naming try %s", tc.name, err, p.ID)
+		}
+		if err != nil && (!strings.Contains(err.Error(), p.ID) || !strings.Contains(err.Error(), p.Deadline.Local().Format(time.RFC3339))) {
+			t.Errorf("%s: %q names neither the try nor its deadline", tc.name, err)
+		}
+	}
+	if b, _ := os.ReadFile(hostname); string(b) != "trial\n" {
+		t.Errorf("hostname %q; want the trial's, untouched by the refused applies", b)
+	}
+	if b, _ := os.ReadFile(AppliedFile(layout)); string(b) != string(applied) {
+		t.Errorf("applied.yaml changed by a refused apply")
+	}
+	for _, f := range []string{DesiredFile(layout), DesiredPendingFile(layout)} {
+		if _, err := os.Stat(f); err == nil {
+			t.Errorf("%s written by a refused apply", f)
+		}
+	}
+	if cur, err := PendingTry(layout); err != nil || cur.ID != p.ID {
+		t.Errorf("pending try %+v, %v; want %s, untouched", cur, err, p.ID)
+	}
+	if res, _, err := ApplyDesired(ctx, log, layout, plain, DesiredOptions{DryRun: true}); err != nil || res == nil {
+		t.Errorf("dry run during a try: %v; want a plan", err)
+	}
+	if err := Rollback(ctx, layout); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckNoPendingTry(layout); err != nil {
+		t.Errorf("CheckNoPendingTry after the rollback: %v", err)
+	}
+}
+
+// A try of a file the apply would refuse fails validation first: no
+// record, no watchdog, no "restored".
+func TestApplyDesiredTryValidatesFirst(t *testing.T) {
+	layout := paths.New(t.TempDir())
+	tryTestKillWatchdogs(t, PendingPath(layout))
+	cfg := &Config{APIVersion: APIVersion, Kind: Kind, Bridges: []Bridge{{Name: "vctestbr0", Ports: []string{"vcnosuchport0"}}}}
+	_, p, err := ApplyDesired(context.Background(), tryTestLog(t), layout, cfg, DesiredOptions{Try: 30 * time.Second})
+	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "bridges[0].ports[0]") || strings.Contains(err.Error(), "restored") || p != nil {
+		t.Fatalf("ApplyDesired --try of a bad file: %v, %v; want ErrInvalid naming bridges[0].ports[0], nothing restored", p, err)
+	}
+	if _, err := os.Stat(PendingPath(layout)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("pending record: %v; want none ever written", err)
+	}
+	if _, err := os.Stat(filepath.Join(layout.LogDir(), wdLogName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("watchdog log: %v; want no watchdog ever started", err)
+	}
+}
