@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -14,14 +15,85 @@ import (
 // networkFile is the desired host network under --root.
 func (e *Env) networkFile() string { return netcfg.DesiredFile(e.Layout()) }
 
+// Annotations of the net commands, read by the net command's pre-run.
+const (
+	// annNetChanges marks a command that changes the network: refused
+	// while a try is pending (a --dry-run excepted).
+	annNetChanges = "virtcon/net-changes"
+	// annNetOwnRollback marks `net rollback`, which rolls back an expired
+	// try itself rather than have the pre-run do it first.
+	annNetOwnRollback = "virtcon/net-own-rollback"
+)
+
 func newNetCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "net",
 		Short: "Host networking: bridges, VLANs, VM networks; applied by netlink with automatic rollback",
+		// Replaces the root's pre-run (cobra runs the nearest one), so it
+		// runs env.setup first.
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			if err := env.setup(cmd); err != nil {
+				return err
+			}
+			return netPreRun(cmd, env)
+		},
 	}
 	cmd.AddCommand(newNetShowCmd(env), newNetApplyCmd(env), newNetConfirmCmd(env), newNetRollbackCmd(env), newNetStatusCmd(env),
 		newNetBridgeCmd(env), newNetNATCmd(env), newNetTestCmd(env), newNetResetDHCPCmd(env))
 	return cmd
+}
+
+// netPreRun runs before every `virt net` command: it rolls back an
+// expired try whose watchdog is gone, saying so on stderr, and refuses a
+// command that changes the network while a try is pending.
+func netPreRun(cmd *cobra.Command, env *Env) error {
+	if cmd.Annotations[annNetOwnRollback] == "" {
+		resolveExpiredTry(cmd, env)
+	}
+	if cmd.Annotations[annNetChanges] == "" {
+		return nil
+	}
+	if f := cmd.Flags().Lookup("dry-run"); f != nil && f.Value.String() == "true" {
+		return nil
+	}
+	return wordTryPending(netcfg.CheckNoPendingTry(env.Layout()))
+}
+
+// resolveExpiredTry is netcfg.ResolveExpiredTry, told on stderr. A
+// failure is a warning: the command goes on, and one that changes the
+// network is refused since the try stays pending.
+func resolveExpiredTry(cmd *cobra.Command, env *Env) {
+	r, err := netcfg.ResolveExpiredTry(cmd.Context(), env.Logger, env.Layout())
+	w := textOnly{env.IO.ErrOut}
+	switch {
+	case r != nil && err != nil:
+		fmt.Fprintf(w, "virt: warning: network try %s expired at %s and %s, but rolling it back failed: %v; run `virt net rollback` to retry\n",
+			r.ID, r.Deadline.Local().Format(time.TimeOnly), r.Why, err)
+	case err != nil:
+		fmt.Fprintf(w, "virt: warning: cannot check for an expired network try: %v\n", err)
+	case r != nil:
+		what := "nothing to restore"
+		if len(r.Links) > 0 {
+			what = "restored " + strings.Join(r.Links, ", ")
+		}
+		fmt.Fprintf(w, "virt: network try %s expired at %s and %s: rolled it back (%s)\n",
+			r.ID, r.Deadline.Local().Format(time.TimeOnly), r.Why, what)
+	}
+}
+
+// wordTryPending adds to a refusal because a try is pending what the
+// operator can do about it.
+func wordTryPending(err error) error {
+	var tp *netcfg.TryPendingError
+	switch {
+	case !errors.As(err, &tp):
+		return err
+	case tp.Err != nil:
+		return err // says the record cannot be read, and where
+	case tp.RollbackError != "" || tp.Expired:
+		return fmt.Errorf("%w; wait for it, or run `virt net rollback` to retry the rollback now, then run this again", err)
+	}
+	return fmt.Errorf("%w; keep it with `virt net confirm` or undo it with `virt net rollback`, then run this again", err)
 }
 
 func readNetworkFile(path string) (*netcfg.Config, error) {
@@ -74,8 +146,12 @@ func newNetApplyCmd(env *Env) *cobra.Command {
 one fails. With --try D the affected links are snapshotted first and a separate
 watchdog process restores them at the deadline unless 'virt net confirm' runs
 before: a killed CLI or a dropped SSH session still gets its network back.
-Enslaving the interface that carries the default route needs --try.`,
-		Args: cobra.NoArgs,
+Enslaving the interface that carries the default route needs --try; a
+--dry-run of such a change prints its steps and says that the apply would be
+refused (exit 2, like the apply). While a try is pending every apply is
+refused (a --dry-run excepted): confirm or roll back first.`,
+		Args:        cobra.NoArgs,
+		Annotations: map[string]string{annNetChanges: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if file == "" {
 				return &UsageError{errors.New("net apply: -f FILE is required")}
@@ -102,17 +178,19 @@ func applyNetwork(cmd *cobra.Command, env *Env, cfg *netcfg.Config, data []byte,
 	if errors.Is(err, netcfg.ErrDeadlineTooShort) {
 		return &UsageError{err}
 	}
+	if dryRun && res != nil && err != nil {
+		// The plan the rule refuses: shown, and the refusal returned, so
+		// the dry run exits as the apply would.
+		if rerr := renderSteps(env, res); rerr != nil {
+			return rerr
+		}
+		return fmt.Errorf("the apply would be refused: %w", err)
+	}
 	if err != nil {
-		return err
+		return wordTryPending(err)
 	}
 	if pending == nil {
-		return render(env.IO.Out, env.Output, res, func(w io.Writer) error {
-			for _, s := range res.Steps {
-				fmt.Fprintf(w, "%s\n", s)
-			}
-			fmt.Fprintf(w, "%d changes\n", len(res.Steps))
-			return nil
-		})
+		return renderSteps(env, res)
 	}
 	fmt.Fprintf(env.IO.ErrOut, "applied; rolls back at %s unless you run: virt net confirm\n", pending.Deadline.Local().Format(time.TimeOnly))
 	return render(env.IO.Out, env.Output, map[string]any{"result": res, "pending": pending}, func(w io.Writer) error {
@@ -120,6 +198,17 @@ func applyNetwork(cmd *cobra.Command, env *Env, cfg *netcfg.Config, data []byte,
 			fmt.Fprintf(w, "%s\n", s)
 		}
 		fmt.Fprintf(w, "pending until %s\n", pending.Deadline.Local().Format(time.RFC3339))
+		return nil
+	})
+}
+
+// renderSteps prints an apply's (or a dry run's) steps.
+func renderSteps(env *Env, res *netcfg.Result) error {
+	return render(env.IO.Out, env.Output, res, func(w io.Writer) error {
+		for _, s := range res.Steps {
+			fmt.Fprintf(w, "%s\n", s)
+		}
+		fmt.Fprintf(w, "%d changes\n", len(res.Steps))
 		return nil
 	})
 }
@@ -144,6 +233,8 @@ func newNetRollbackCmd(env *Env) *cobra.Command {
 		Use:   "rollback",
 		Short: "Undo the network configuration being tried, now",
 		Args:  cobra.NoArgs,
+		// an expired try is this command's to roll back
+		Annotations: map[string]string{annNetOwnRollback: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := netcfg.RollbackDesired(cmd.Context(), env.Layout()); err != nil {
 				return err
@@ -171,8 +262,23 @@ func newNetStatusCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return render(env.IO.Out, env.Output, map[string]any{"pending": p}, func(w io.Writer) error {
-				fmt.Fprintf(w, "pending: rolls back at %s (in %s) unless confirmed\n", p.Deadline.Local().Format(time.RFC3339), time.Until(p.Deadline).Round(time.Second))
+			running := p.WatchdogRunning()
+			return render(env.IO.Out, env.Output, map[string]any{"pending": p, "watchdogRunning": running}, func(w io.Writer) error {
+				at := p.Deadline.Local().Format(time.RFC3339)
+				switch left := p.Remaining(time.Now()); {
+				case p.RollbackError != "":
+					fmt.Fprintf(w, "pending: rolling back failed: %s; run `virt net rollback` to retry\n", p.RollbackError)
+				case left == 0 && running:
+					fmt.Fprintf(w, "pending: the deadline %s has passed; the watchdog is rolling it back\n", at)
+				case left == 0:
+					// the pre-run could not tell whether the watchdog lives
+					fmt.Fprintf(w, "pending: the deadline %s has passed, and its watchdog (pid %d) may not be running; run `virt net rollback`\n", at, p.WatchdogPID)
+				case running:
+					fmt.Fprintf(w, "pending: rolls back at %s (in %s) unless confirmed\n", at, left.Round(time.Second))
+				default:
+					fmt.Fprintf(w, "pending: until %s (in %s) unless confirmed; its watchdog (pid %d) is not running, so the first `virt net` command after the deadline rolls it back\n",
+						at, left.Round(time.Second), p.WatchdogPID)
+				}
 				return nil
 			})
 		},

@@ -31,9 +31,10 @@ func newNetBridgeCmd(env *Env) *cobra.Command {
 		try          time.Duration
 	)
 	create := &cobra.Command{
-		Use:   "create NAME [--port IF]... [--address CIDR]...",
-		Short: "Add a bridge to network.yaml and apply it",
-		Args:  cobra.ExactArgs(1),
+		Use:         "create NAME [--port IF]... [--address CIDR]...",
+		Short:       "Add a bridge to network.yaml and apply it",
+		Annotations: map[string]string{annNetChanges: "true"},
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := desiredNetwork(env)
 			if err != nil {
@@ -55,9 +56,10 @@ func newNetBridgeCmd(env *Env) *cobra.Command {
 	create.Flags().DurationVar(&try, "try", 0, "roll back after this long unless `virt net confirm`")
 	var delTry time.Duration
 	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Remove a bridge from network.yaml and apply it (its ports are released)",
-		Args:  cobra.ExactArgs(1),
+		Use:         "delete NAME",
+		Short:       "Remove a bridge from network.yaml and apply it (its ports are released)",
+		Annotations: map[string]string{annNetChanges: "true"},
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := desiredNetwork(env)
 			if err != nil {
@@ -137,9 +139,10 @@ func newNetNATCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{Use: "nat", Short: "Create and delete NAT networks for VMs (DHCP by dnsmasq, masquerading by nftables)"}
 	var subnet, bridge string
 	create := &cobra.Command{
-		Use:   "create NAME --subnet CIDR [--bridge NAME]",
-		Short: "Add a NAT network to network.yaml and apply it",
-		Args:  cobra.ExactArgs(1),
+		Use:         "create NAME --subnet CIDR [--bridge NAME]",
+		Short:       "Add a NAT network to network.yaml and apply it",
+		Annotations: map[string]string{annNetChanges: "true"},
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if subnet == "" {
 				return &UsageError{errors.New("nat create: --subnet is required (e.g. 10.77.0.0/24)")}
@@ -165,9 +168,10 @@ func newNetNATCmd(env *Env) *cobra.Command {
 	create.Flags().StringVar(&subnet, "subnet", "", "IPv4 subnet; the bridge takes its first address, DHCP the upper half")
 	create.Flags().StringVar(&bridge, "bridge", "", "bridge name (default vcnat-NAME)")
 	del := &cobra.Command{
-		Use:   "delete NAME",
-		Short: "Remove a NAT network (its bridge, dnsmasq and rules) and apply",
-		Args:  cobra.ExactArgs(1),
+		Use:         "delete NAME",
+		Short:       "Remove a NAT network (its bridge, dnsmasq and rules) and apply",
+		Annotations: map[string]string{annNetChanges: "true"},
+		Args:        cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := desiredNetwork(env)
 			if err != nil {

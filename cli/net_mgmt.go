@@ -66,8 +66,9 @@ const resetDHCPTry = 60 * time.Second
 func newNetResetDHCPCmd(env *Env) *cobra.Command {
 	var try time.Duration
 	cmd := &cobra.Command{
-		Use:   "reset-dhcp IFACE [--try 60s]",
-		Short: "Make the management interface DHCP on the NIC IFACE (no static address, gateway or VLAN) and apply on trial",
+		Use:         "reset-dhcp IFACE [--try 60s]",
+		Short:       "Make the management interface DHCP on the NIC IFACE (no static address, gateway or VLAN) and apply on trial",
+		Annotations: map[string]string{annNetChanges: "true"},
 		Long: `Reset the management network of network.yaml to DHCP on the NIC IFACE,
 dropping its static addresses, gateway, VLAN and MTU; bridges, VLANs, VM
 networks, DNS and the host name stay. IFACE must exist and must not be a port
