@@ -537,7 +537,13 @@ func (m *Model) finishApply(msg appliedMsg) tea.Cmd {
 	}
 	if msg.err != nil {
 		m.log("apply failed", "err", msg.err)
-		m.say(styles.Failure, "not applied: %v", msg.err)
+		if errors.Is(msg.err, netcfg.ErrTryPending) {
+			// one started elsewhere since the last load, which shows it
+			// with its deadline; the log has the whole error
+			m.say(styles.Failure, "not applied: a change is on trial; keep (c) or roll back (b) first")
+		} else {
+			m.say(styles.Failure, "not applied: %v", msg.err)
+		}
 		return m.load()
 	}
 	m.log("try started", "deadline", msg.pending.Deadline)

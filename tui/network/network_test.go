@@ -670,6 +670,18 @@ func TestApplyFailureShown(t *testing.T) {
 	mustContain(t, screen(m), "[FAIL] not applied: try: verify")
 }
 
+// A try started elsewhere since the last load (the CLI, another console)
+// makes the core refuse the apply: the screen says so, with its keys.
+func TestApplyRefusedDuringTryShown(t *testing.T) {
+	f := newFake()
+	f.applyErr = &netcfg.TryPendingError{ID: "t9", Deadline: fixedNow.Add(40 * time.Second)}
+	m := loaded(t, term.Plain, f, true)
+	press(t, m, "e", "tab", "tab", "ctrl+u")
+	typeText(t, m, "192.168.10.254")
+	press(t, m, "ctrl+s", "y")
+	mustContain(t, screen(m), "[FAIL] not applied: a change is on trial; keep (c) or roll back (b) first")
+}
+
 // TestKeysAvoidReserved: outside forms and dialogs the screen binds no
 // letter the global key map reserves.
 func TestKeysAvoidReserved(t *testing.T) {

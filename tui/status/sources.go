@@ -27,6 +27,9 @@ func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources
 			}
 			return p, err
 		},
+		ResolveExpiredTry: func(ctx context.Context) (*netcfg.ResolvedTry, error) {
+			return netcfg.ResolveExpiredTry(ctx, log, layout)
+		},
 		Addresses:   InterfaceAddrs,
 		WebTerminal: func() (*WebTerminal, error) { return ReadWebTerminal(layout) },
 		Usage:       func() (hostinfo.Usage, error) { return hostinfo.SampleUsage(hostRoot) },

@@ -42,6 +42,10 @@ type Sources struct {
 	VMs func(ctx context.Context) ([]vm.Entry, error)
 	// PendingTry returns the network change on trial, nil when none.
 	PendingTry func() (*netcfg.Pending, error)
+	// ResolveExpiredTry rolls back a change on trial whose deadline
+	// passed with its watchdog gone (netcfg.ResolveExpiredTry); called
+	// before PendingTry on each network load.
+	ResolveExpiredTry func(ctx context.Context) (*netcfg.ResolvedTry, error)
 	// Addresses lists the addresses of the up, non-loopback interfaces.
 	Addresses func() ([]Addr, error)
 	// WebTerminal returns the running web terminal's record (its URLs),
@@ -73,10 +77,11 @@ type (
 		err error
 	}
 	netMsg struct {
-		addrs   []Addr
-		pending *netcfg.Pending
-		web     *WebTerminal
-		err     error
+		addrs    []Addr
+		pending  *netcfg.Pending
+		resolved *netcfg.ResolvedTry // rolled back by this load
+		web      *WebTerminal
+		err      error
 	}
 	usageMsg struct {
 		u   hostinfo.Usage
@@ -108,8 +113,11 @@ type Model struct {
 	vmErr   error
 	addrs   []Addr
 	pending *netcfg.Pending
-	web     *WebTerminal // running, from its record; nil: none
-	netErr  error
+	// resolved is the last expired change on trial this screen rolled
+	// back, shown until another change is on trial.
+	resolved *netcfg.ResolvedTry
+	web      *WebTerminal // running, from its record; nil: none
+	netErr   error
 
 	// The load sparklines: the previous raw sample (CPU use is a
 	// difference of two) and the last sparkWidth percentages of each.
@@ -198,6 +206,17 @@ func (m *Model) loadNet() tea.Cmd {
 		var msg netMsg
 		if src.Addresses != nil {
 			msg.addrs, msg.err = src.Addresses()
+		}
+		if src.ResolveExpiredTry != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+			r, err := src.ResolveExpiredTry(ctx)
+			cancel()
+			switch {
+			case err != nil && msg.err == nil:
+				msg.err = err // a failed rollback: PendingTry shows its error
+			case err == nil:
+				msg.resolved = r
+			}
 		}
 		if src.PendingTry != nil {
 			p, err := src.PendingTry()
@@ -294,6 +313,15 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.addrs, m.pending, m.web, m.netErr = msg.addrs, msg.pending, msg.web, msg.err
 		if msg.err != nil && m.c.Logger != nil {
 			m.c.Logger.Warn("status: network", "err", msg.err)
+		}
+		switch {
+		case msg.resolved != nil:
+			m.resolved = msg.resolved
+			if m.c.Logger != nil {
+				m.c.Logger.Warn("status: rolled back an expired network try", "id", msg.resolved.ID, "why", msg.resolved.Why)
+			}
+		case m.pending != nil:
+			m.resolved = nil
 		}
 	case usageMsg:
 		m.addUsage(msg)
@@ -712,12 +740,18 @@ func (m *Model) tryLine(now time.Time) string {
 	switch {
 	case !m.netLoaded:
 		return m.loading()
+	case m.pending == nil && m.resolved != nil:
+		return s.Badgef(styles.Warning) + " expired change on trial rolled back at " + m.resolved.At.Local().Format(time.TimeOnly) +
+			": " + m.clean(m.resolved.Why)
 	case m.pending == nil:
 		return "no change on trial"
 	case m.pending.RollbackError != "":
 		return s.Badgef(styles.Failure) + " rollback failed: " + m.clean(m.pending.RollbackError) + " (virt net rollback)"
 	}
 	left := m.pending.Remaining(now).Round(time.Second)
+	if left == 0 {
+		return s.Badgef(styles.Warning) + " change on trial: deadline passed, rolling back"
+	}
 	return s.Badgef(styles.Warning) + fmt.Sprintf(" change on trial: rollback in %d:%02d; keep: virt net confirm",
 		int(left.Minutes()), int(left.Seconds())%60)
 }

@@ -446,3 +446,74 @@ func TestContentOverfull(t *testing.T) {
 		t.Errorf("link-local address listed next to routable ones:\n%s", text)
 	}
 }
+
+// The network load rolls back an expired change on trial whose watchdog
+// is gone (ResolveExpiredTry) and says so on the NETWORK line, until a
+// new change is on trial; a failed rollback is not shown as done.
+func TestExpiredTryRolledBack(t *testing.T) {
+	at := fixedNow.Add(-3 * time.Second)
+	tests := []struct {
+		name     string
+		resolved *netcfg.ResolvedTry
+		err      error
+		pending  *netcfg.Pending
+		want     []string
+		not      []string
+	}{
+		{"rolled back", &netcfg.ResolvedTry{ID: "t1", At: at, Why: "its watchdog (pid 4242) has exited"}, nil, nil,
+			[]string{"expired change on trial rolled back at " + at.Local().Format(time.TimeOnly), "its watchdog (pid 4242) has exited"}, []string{"no change on trial"}},
+		{"rollback failed", &netcfg.ResolvedTry{ID: "t1", Why: "its watchdog (pid 4242) has exited"}, errors.New("restore: boom"),
+			&netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-time.Second), RollbackError: "restore: boom"},
+			[]string{"rollback failed: restore: boom"}, []string{"rolled back at"}},
+		{"deadline passed, watchdog at work", nil, nil, &netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-time.Second)},
+			[]string{"deadline passed, rolling back"}, []string{"rollback in"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := fakeSources()
+			calls := 0
+			src.ResolveExpiredTry = func(context.Context) (*netcfg.ResolvedTry, error) { calls++; return tt.resolved, tt.err }
+			src.PendingTry = func() (*netcfg.Pending, error) { return tt.pending, nil }
+			m := newModel(term.Plain, src)
+			m.Update(m.loadNet()())
+			if calls != 1 {
+				t.Fatalf("ResolveExpiredTry called %d times by a network load; want 1", calls)
+			}
+			line := m.tryLine(fixedNow)
+			for _, w := range tt.want {
+				if !strings.Contains(line, w) {
+					t.Errorf("NETWORK line %q; want %q", line, w)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(line, n) {
+					t.Errorf("NETWORK line %q; want no %q", line, n)
+				}
+			}
+		})
+	}
+
+	// The line stays after later loads find nothing, and goes once a new
+	// change is on trial.
+	src := fakeSources()
+	resolved := &netcfg.ResolvedTry{ID: "t1", At: at, Why: "it has no watchdog"}
+	var pending *netcfg.Pending
+	src.ResolveExpiredTry = func(context.Context) (*netcfg.ResolvedTry, error) { r := resolved; resolved = nil; return r, nil }
+	src.PendingTry = func() (*netcfg.Pending, error) { return pending, nil }
+	m := newModel(term.Plain, src)
+	m.Update(m.loadNet()())
+	m.Update(m.loadNet()())
+	if line := m.tryLine(fixedNow); !strings.Contains(line, "rolled back") {
+		t.Errorf("second load: %q; want the rollback still told", line)
+	}
+	pending = &netcfg.Pending{ID: "t2", Deadline: fixedNow.Add(time.Minute)}
+	m.Update(m.loadNet()())
+	if line := m.tryLine(fixedNow); !strings.Contains(line, "rollback in 1:00") {
+		t.Errorf("with a new try: %q; want it shown", line)
+	}
+	pending = nil
+	m.Update(m.loadNet()())
+	if line := m.tryLine(fixedNow); line != "no change on trial" {
+		t.Errorf("after the new try ended: %q; want no change on trial", line)
+	}
+}
