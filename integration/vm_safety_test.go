@@ -54,8 +54,14 @@ func TestIntegrationVMUnreadableSpecOfRunningVM(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &rows); err != nil {
 		t.Fatalf("vm list: %v: %s", err, r.stdout)
 	}
-	if r.code != 1 || len(rows) != 1 || rows[0].Class != vm.ClassUnreadable || rows[0].PID != pid || rows[0].Phase != vm.PhaseRunning || rows[0].Name != "k1" {
-		t.Errorf("vm list: exit %d, rows %+v; want exit 1 and one UNREADABLE Running row k1 with pid %d", r.code, rows, pid)
+	var mine []vm.Entry // other packages' tests run guests and TAPs of their own meanwhile
+	for _, e := range rows {
+		if e.UID == uid || strings.HasPrefix(e.Path, root) || (e.Class == vm.ClassOrphaned && e.PID == pid) {
+			mine = append(mine, e)
+		}
+	}
+	if r.code != 1 || len(mine) != 1 || mine[0].Class != vm.ClassUnreadable || mine[0].PID != pid || mine[0].Phase != vm.PhaseRunning || mine[0].Name != "k1" {
+		t.Errorf("vm list: exit %d, rows %+v; want exit 1 and one UNREADABLE Running row k1 with pid %d", r.code, mine, pid)
 	}
 	if err := os.WriteFile(spec, whole, 0o600); err != nil {
 		t.Fatal(err)
