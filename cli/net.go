@@ -164,7 +164,7 @@ refused (a --dry-run excepted): confirm or roll back first.`,
 		},
 	}
 	cmd.Flags().StringVarP(&file, "filename", "f", "", "network file (network.yaml)")
-	cmd.Flags().DurationVar(&try, "try", 0, "roll back after this long unless confirmed (e.g. 60s)")
+	durationFlag(cmd.Flags(), &try, "try", 0, "roll back after this long unless confirmed (e.g. 60s)")
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "only print the steps")
 	return cmd
 }

@@ -53,7 +53,7 @@ func newNetBridgeCmd(env *Env) *cobra.Command {
 	create.Flags().StringArrayVar(&addrs, "address", nil, "address in CIDR form (repeatable)")
 	create.Flags().BoolVar(&stp, "stp", false, "spanning tree")
 	create.Flags().IntVar(&mtu, "mtu", 0, "MTU (default: the kernel's)")
-	create.Flags().DurationVar(&try, "try", 0, "roll back after this long unless `virt net confirm`")
+	durationFlag(create.Flags(), &try, "try", 0, "roll back after this long unless `virt net confirm`")
 	var delTry time.Duration
 	del := &cobra.Command{
 		Use:         "delete NAME",
@@ -78,7 +78,7 @@ func newNetBridgeCmd(env *Env) *cobra.Command {
 			return applyEdited(cmd, env, cfg, delTry)
 		},
 	}
-	del.Flags().DurationVar(&delTry, "try", 0, "roll back after this long unless `virt net confirm`")
+	durationFlag(del.Flags(), &delTry, "try", 0, "roll back after this long unless `virt net confirm`")
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the host's bridges with their ports and addresses",

@@ -56,7 +56,7 @@ own timeout and they run at once. Exit code 3 when any check fails.`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", `name to ask the DNS servers for (default "localhost.")`)
-	cmd.Flags().DurationVar(&timeout, "timeout", netcfg.DefaultTestTimeout, "time limit of each check")
+	durationFlag(cmd.Flags(), &timeout, "timeout", netcfg.DefaultTestTimeout, "time limit of each check")
 	return cmd
 }
 
@@ -101,6 +101,6 @@ empty one) and says so on stderr; the confirm replaces network.yaml.`,
 			return applyEdited(cmd, env, cfg, try)
 		},
 	}
-	cmd.Flags().DurationVar(&try, "try", resetDHCPTry, "roll back after this long unless 'virt net confirm' runs (must be positive)")
+	durationFlag(cmd.Flags(), &try, "try", resetDHCPTry, "roll back after this long unless 'virt net confirm' runs (must be positive)")
 	return cmd
 }
