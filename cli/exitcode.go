@@ -39,7 +39,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &usage), errors.Is(err, vm.ErrInvalid), errors.Is(err, netcfg.ErrInvalid):
+	case errors.As(err, &usage), errors.Is(err, vm.ErrInvalid), errors.Is(err, vm.ErrInvalidImage), errors.Is(err, netcfg.ErrInvalid):
 		return ExitUsage
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed

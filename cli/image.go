@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/vm"
 )
 
 func newImageCmd(env *Env) *cobra.Command {
@@ -56,27 +57,56 @@ func newImageCmd(env *Env) *cobra.Command {
 	list := &cobra.Command{
 		Use:     "list",
 		Aliases: []string{"ls"},
-		Short:   "List images and the VMs using them",
-		Args:    cobra.NoArgs,
+		Short:   "List images, their sizes and the VMs using them, and leftovers of interrupted pulls (ORPHANED)",
+		Long: `List images, their sizes and the VMs using them. VIRTUAL is the disk size a
+guest sees, ALLOCATED the space the file takes on the host. ORPHANED rows are
+leftovers of an interrupted pull or import (a partial file, or an image without
+its marker): no VM can use them, and virt vm gc removes them. When a VM spec
+cannot be read, USED BY says ? (unknown) and the command fails after the list.`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			imgs, err := env.vms().ListImages()
-			if err != nil {
+			imgs, err := env.vms().ListImages(cmd.Context())
+			if imgs == nil {
 				return err
 			}
-			return render(env.IO.Out, env.Output, imgs, func(w io.Writer) error {
-				fmt.Fprintln(w, "NAME\tFORMAT\tSIZE\tUSED BY\tSHA256")
+			orphans := false
+			if rerr := render(env.IO.Out, env.Output, imgs, func(w io.Writer) error {
+				fmt.Fprintln(w, "NAME\tCLASS\tFORMAT\tVIRTUAL\tALLOCATED\tUSED BY\tSHA256\tPATH")
 				for _, i := range imgs {
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", i.Name, i.Format, gib(uint64(i.SizeBytes)), dash(strings.Join(i.UsedBy, ",")), i.SHA256[:12])
+					orphans = orphans || i.Class == vm.ClassOrphaned
+					virtual, sum, used := "?", "-", "?"
+					if i.VirtualSizeBytes != nil {
+						virtual = humanBytes(*i.VirtualSizeBytes)
+					}
+					if len(i.SHA256) >= 12 {
+						sum = i.SHA256[:12]
+					}
+					if i.UsedBy != nil {
+						used = dash(strings.Join(i.UsedBy, ","))
+					}
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", i.Name, i.Class, dash(i.Format), virtual, humanBytes(i.AllocatedBytes), used, sum, i.Path)
 				}
 				return nil
-			})
+			}); rerr != nil {
+				return rerr
+			}
+			if orphans && env.Output == FormatTable {
+				fmt.Fprintln(env.IO.ErrOut, "note: ORPHANED rows are leftovers of interrupted pulls or imports; virt vm gc removes them")
+			}
+			return err
 		},
 	}
 	rm := &cobra.Command{
 		Use:     "rm NAME",
 		Aliases: []string{"delete"},
-		Short:   "Remove an image (refused while a VM's disk uses it)",
+		Short:   "Remove an image (refused while a VM's disk uses it, or while any VM spec cannot be read)",
 		Args:    cobra.ExactArgs(1),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, tc string) ([]string, cobra.ShellCompDirective) {
+			if len(args) > 0 {
+				return nil, cobra.ShellCompDirectiveNoFileComp
+			}
+			return imageNames(env)(cmd, args, tc)
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := env.vms().RemoveImage(cmd.Context(), args[0]); err != nil {
 				return err
@@ -87,4 +117,38 @@ func newImageCmd(env *Env) *cobra.Command {
 	}
 	cmd.AddCommand(pull, imp, list, rm)
 	return cmd
+}
+
+// imageNames completes the names of usable (MANAGED) images, for image rm
+// and as vm create's --image completion.
+func imageNames(env *Env) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if env.Logger == nil {
+			if err := env.setup(cmd); err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
+		}
+		imgs, _ := env.vms().ListImages(cmd.Context())
+		var names []string
+		for _, i := range imgs {
+			if i.Class == vm.ClassManaged {
+				names = append(names, i.Name)
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+// humanBytes writes a size in binary units, one decimal at most.
+func humanBytes(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB"}
+	v, u := float64(n), 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if u == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") + " " + units[u]
 }

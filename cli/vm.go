@@ -210,6 +210,7 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	_ = cmd.RegisterFlagCompletionFunc("network", nicTargets(env))
 	_ = cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("firmware", cobra.FixedCompletions([]string{"uefi", "bios"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("image", imageNames(env))
 	return cmd
 }
 

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,9 +19,52 @@ func (m *Manager) diskPath(uid, name string) string {
 }
 
 // createDisks makes the qcow2 file of each disk: an overlay backed by its
-// base image, or a blank disk. Files already made are removed again if a
-// later one fails.
+// base image, or a blank disk. disks are vm's own (create) or the ones
+// appended to its stored list (apply): errors name each by its index in
+// the spec it joins. Every disk is checked before any file is made; files
+// already made are removed again if a later one fails.
 func (m *Manager) createDisks(ctx context.Context, vm *VirtualMachine, disks []Disk) (err error) {
+	if len(disks) == 0 {
+		return nil
+	}
+	first := len(vm.Spec.Disks)
+	for _, d := range vm.Spec.Disks {
+		if d.Name == disks[0].Name {
+			first = 0
+		}
+	}
+	img, err := m.qemuImg()
+	if err != nil {
+		return err
+	}
+	bases := make([]*Image, len(disks))
+	var bad []*FieldError
+	for i, d := range disks {
+		if d.Image == "" {
+			continue
+		}
+		base, err := m.image(d.Image)
+		if err != nil {
+			return fmt.Errorf("spec.disks[%d].image: %w", first+i, err)
+		}
+		bases[i] = base
+		if d.Size == "" {
+			continue // the overlay takes the base's size
+		}
+		vsize, err := m.virtualSize(ctx, base)
+		if err != nil {
+			return fmt.Errorf("spec.disks[%d].image: %w", first+i, err)
+		}
+		if n, _ := ParseSize(d.Size); n < vsize {
+			// a smaller overlay cuts the end off the guest's disk
+			bad = append(bad, &FieldError{fmt.Sprintf("spec.disks[%d].size", first+i), d.Size,
+				fmt.Sprintf("is %s, smaller than image %q (%s): use at least %s, or leave size unset to take the image's size",
+					sizeString(n), d.Image, sizeString(vsize), sizeString(vsize))})
+		}
+	}
+	if len(bad) > 0 {
+		return &ValidationError{bad}
+	}
 	var made []string
 	defer func() {
 		if err != nil {
@@ -29,18 +73,10 @@ func (m *Manager) createDisks(ctx context.Context, vm *VirtualMachine, disks []D
 			}
 		}
 	}()
-	img, err := m.qemuImg()
-	if err != nil && len(disks) > 0 {
-		return err
-	}
 	for i, d := range disks {
 		path := m.diskPath(vm.Metadata.UID, d.Name)
 		args := []string{"create", "-q", "-f", "qcow2"}
-		if d.Image != "" {
-			base, err := m.image(d.Image)
-			if err != nil {
-				return fmt.Errorf("spec.disks[%d].image: %w", i, err)
-			}
+		if base := bases[i]; base != nil {
 			args = append(args, "-F", base.Format, "-b", base.Path)
 		}
 		args = append(args, path)
@@ -58,6 +94,20 @@ func (m *Manager) createDisks(ctx context.Context, vm *VirtualMachine, disks []D
 		}
 	}
 	return nil
+}
+
+// sizeString writes a byte count in the largest binary unit that divides
+// it, so that two sizes compared in a message read exactly.
+func sizeString(n int64) string {
+	for _, u := range []struct {
+		unit  string
+		bytes int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.bytes && n%u.bytes == 0 {
+			return fmt.Sprintf("%d %s", n/u.bytes, u.unit)
+		}
+	}
+	return fmt.Sprintf("%d bytes", n)
 }
 
 func runTool(ctx context.Context, bin string, args ...string) error {
@@ -82,10 +132,11 @@ type imgInfo struct {
 	} `json:"format-specific"`
 }
 
-// inspectImage reads an image's format and refuses images that reference
-// other files: a base with a backing file or an external data file could
-// make a VM read any file on the host.
-func (m *Manager) inspectImage(ctx context.Context, path string) (imgInfo, error) {
+// inspectImage reads an image's format and size and refuses images that
+// reference other files: a base with a backing file or an external data
+// file could make a VM read any file on the host. With f, qemu-img reads
+// that open file (as /dev/fd/3) and path only names it in errors.
+func (m *Manager) inspectImage(ctx context.Context, path string, f *os.File) (imgInfo, error) {
 	var info imgInfo
 	bin, err := m.qemuImg()
 	if err != nil {
@@ -93,11 +144,23 @@ func (m *Manager) inspectImage(ctx context.Context, path string) (imgInfo, error
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, "info", "--output=json", path).Output()
-	if err != nil {
-		return info, fmt.Errorf("qemu-img info %s: %w", path, err)
+	arg := path
+	cmd := exec.CommandContext(ctx, bin, "info", "--output=json")
+	if f != nil {
+		arg = "/dev/fd/3"
+		cmd.ExtraFiles = []*os.File{f}
 	}
-	if err := json.Unmarshal(out, &info); err != nil {
+	cmd.Args = append(cmd.Args, arg)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.TrimSpace(strings.ReplaceAll(stderr.String(), arg, path))
+		if msg == "" {
+			return info, fmt.Errorf("qemu-img info %s: %w", path, err)
+		}
+		return info, fmt.Errorf("qemu-img info %s: %w: %s", path, err, msg)
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &info); err != nil {
 		return info, fmt.Errorf("qemu-img info %s: %w", path, err)
 	}
 	if info.BackingFilename != "" {

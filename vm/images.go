@@ -2,33 +2,61 @@ package vm
 
 import (
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
+	"github.com/virtcon/virtcon/internal/fielderr"
 )
 
-// Image is a base image in the store. It exists only with its marker,
-// which is written last.
+// Image is a base image in the store (class MANAGED: one with a marker,
+// which is written last), or the leftover of an interrupted pull or
+// import (class ORPHANED: a partial file, or an image file without a
+// marker), which no VM can use and `virt vm gc` removes.
 type Image struct {
-	Name      string    `json:"name" yaml:"name"`
-	Path      string    `json:"path" yaml:"path"`
-	Format    string    `json:"format" yaml:"format"`
-	SHA256    string    `json:"sha256" yaml:"sha256"`
-	SizeBytes int64     `json:"sizeBytes" yaml:"sizeBytes"`
-	Source    string    `json:"source" yaml:"source"`
-	AddedAt   time.Time `json:"addedAt" yaml:"addedAt"`
-	UsedBy    []string  `json:"usedBy" yaml:"usedBy"`
+	Name  string `json:"name" yaml:"name"`
+	Class string `json:"class" yaml:"class"` // ClassManaged or ClassOrphaned
+	Path  string `json:"path" yaml:"path"`
+	// Format, SHA256, Source and AddedAt come from the marker: ORPHANED
+	// rows have none.
+	Format string `json:"format,omitempty" yaml:"format,omitempty"`
+	SHA256 string `json:"sha256,omitempty" yaml:"sha256,omitempty"`
+	// SizeBytes is the image file's length in bytes, holes included: the
+	// bytes the sha256 covers.
+	SizeBytes int64 `json:"sizeBytes" yaml:"sizeBytes"`
+	// VirtualSizeBytes is the disk size a guest sees; nil when unknown.
+	VirtualSizeBytes *int64 `json:"virtualSizeBytes" yaml:"virtualSizeBytes"`
+	// AllocatedBytes is the space the file takes on the host's disk.
+	AllocatedBytes int64     `json:"allocatedBytes" yaml:"allocatedBytes"`
+	Source         string    `json:"source,omitempty" yaml:"source,omitempty"`
+	AddedAt        time.Time `json:"addedAt,omitzero" yaml:"addedAt,omitempty"`
+	// UsedBy names the VMs whose disks use the image; nil when that cannot
+	// be told (some VM spec is unreadable).
+	UsedBy  []string `json:"usedBy" yaml:"usedBy"`
+	Message string   `json:"message,omitempty" yaml:"message,omitempty"`
+}
+
+// imageMarker is the <name>.img.sha256 file. Markers written before
+// VirtualSizeBytes was recorded have it 0; qemu-img then tells.
+type imageMarker struct {
+	Name             string    `json:"name"`
+	Format           string    `json:"format"`
+	SHA256           string    `json:"sha256"`
+	SizeBytes        int64     `json:"sizeBytes"`
+	VirtualSizeBytes int64     `json:"virtualSizeBytes,omitempty"`
+	Source           string    `json:"source"`
+	AddedAt          time.Time `json:"addedAt"`
 }
 
 // ErrInUse is returned when removing an image that VMs use.
@@ -37,10 +65,49 @@ var ErrInUse = errors.New("in use")
 // ErrChecksum is returned when a download does not match its sha256.
 var ErrChecksum = errors.New("sha256 mismatch")
 
+// ErrInvalidImage is wrapped by every bad input to an image operation
+// (name, URL, checksum, file): bad input, not a failure.
+var ErrInvalidImage = errors.New("invalid image")
+
+// ErrUsageUnknown is returned when some VM specs cannot be read, so which
+// VMs use an image cannot be told: image removal fails closed on it.
+var ErrUsageUnknown = errors.New("cannot tell which VMs use images: some VM specs cannot be read")
+
+// ImageError lists every problem with the input to an image operation.
+type ImageError struct{ Errs []*FieldError }
+
+func (e *ImageError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, fe := range e.Errs {
+		msgs[i] = fe.Error()
+	}
+	return fielderr.Join(ErrInvalidImage, msgs)
+}
+
+// Is makes errors.Is(err, ErrInvalidImage) true.
+func (e *ImageError) Is(target error) bool { return target == ErrInvalidImage }
+
+// usageError carries the unreadable specs behind ErrUsageUnknown, so
+// errors.Is finds their causes (fs.ErrPermission when not root).
+type usageError struct{ errs []error }
+
+func (e *usageError) Error() string {
+	msgs := make([]string, len(e.errs))
+	for i, err := range e.errs {
+		msgs[i] = err.Error()
+	}
+	return ErrUsageUnknown.Error() + ": " + strings.Join(msgs, "; ")
+}
+
+func (e *usageError) Unwrap() []error { return append([]error{ErrUsageUnknown}, e.errs...) }
+
 func (m *Manager) imagePath(name string) string {
 	return filepath.Join(m.layout().ImagesDir(), name+".img")
 }
 func (m *Manager) markerPath(name string) string { return m.imagePath(name) + ".sha256" }
+func (m *Manager) partialPath(name string) string {
+	return filepath.Join(m.layout().ImagesDir(), "."+name+".img.partial")
+}
 
 // image returns a complete image (one with a marker).
 func (m *Manager) image(name string) (*Image, error) {
@@ -49,49 +116,123 @@ func (m *Manager) image(name string) (*Image, error) {
 		if errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("image %q: %w (virt image pull or virt image import)", name, ErrNotFound)
 		}
-		return nil, err
+		return nil, fmt.Errorf("image %q: marker: %w", name, err)
 	}
-	var img Image
-	if err := json.Unmarshal(b, &img); err != nil {
-		return nil, fmt.Errorf("image %q: corrupt marker: %w", name, err)
+	var mk imageMarker
+	if err := json.Unmarshal(b, &mk); err != nil {
+		return nil, fmt.Errorf("image %q: corrupt marker %s: %w", name, m.markerPath(name), err)
 	}
-	img.Path = m.imagePath(name)
-	return &img, nil
+	img := &Image{Name: name, Class: ClassManaged, Path: m.imagePath(name), Format: mk.Format, SHA256: mk.SHA256,
+		SizeBytes: mk.SizeBytes, Source: mk.Source, AddedAt: mk.AddedAt}
+	if mk.VirtualSizeBytes > 0 {
+		img.VirtualSizeBytes = &mk.VirtualSizeBytes
+	}
+	return img, nil
 }
 
-// ListImages lists complete images and which VMs use each.
-func (m *Manager) ListImages() ([]Image, error) {
-	ents, err := os.ReadDir(m.layout().ImagesDir())
+// virtualSize is the base's guest-visible size: from the marker, or (for
+// markers older than that field) from qemu-img.
+func (m *Manager) virtualSize(ctx context.Context, img *Image) (int64, error) {
+	if img.VirtualSizeBytes != nil {
+		return *img.VirtualSizeBytes, nil
+	}
+	info, err := m.inspectImage(ctx, img.Path, nil)
+	if err != nil {
+		return 0, fmt.Errorf("image %q: virtual size: %w", img.Name, err)
+	}
+	return info.VirtualSize, nil
+}
+
+// ListImages lists the images, which VMs use each, and the leftovers of
+// interrupted pulls and imports (ORPHANED). When some VM spec cannot be
+// read it still returns the list, with UsedBy nil (unknown), and an error
+// wrapping ErrUsageUnknown: callers must not take an image for unused.
+func (m *Manager) ListImages(ctx context.Context) ([]Image, error) {
+	dir := m.layout().ImagesDir()
+	ents, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		return []Image{}, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("image store %s: %w", dir, err)
 	}
-	users := m.imageUsers()
+	users, usersErr := m.imageUsers()
+	usedBy := func(name string) []string {
+		if usersErr != nil {
+			return nil
+		}
+		if u := users[name]; u != nil {
+			return u
+		}
+		return []string{}
+	}
 	out := []Image{}
 	for _, e := range ents {
-		name, ok := strings.CutSuffix(e.Name(), ".img.sha256")
-		if !ok {
+		var img *Image
+		path := filepath.Join(dir, e.Name())
+		if name, ok := strings.CutSuffix(e.Name(), ".img.sha256"); ok {
+			if img, err = m.image(name); err != nil {
+				return nil, err
+			}
+			if img.VirtualSizeBytes == nil {
+				if info, err := m.inspectImage(ctx, img.Path, nil); err == nil {
+					img.VirtualSizeBytes = &info.VirtualSize
+				} else {
+					m.log.Warn("image virtual size unknown", "image", name, "err", err)
+				}
+			}
+		} else if name, ok := strings.CutSuffix(e.Name(), ".img"); ok {
+			if _, err := os.Lstat(path + ".sha256"); err == nil {
+				continue // listed with its marker
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return nil, fmt.Errorf("image %q: marker: %w", name, err)
+			}
+			img = &Image{Name: name, Class: ClassOrphaned, Path: path,
+				Message: "image without a marker (an interrupted pull or import): no VM can use it; virt vm gc removes it"}
+		} else if name, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), "."), ".img.partial"); ok && strings.HasPrefix(e.Name(), ".") {
+			img = &Image{Name: name, Class: ClassOrphaned, Path: path,
+				Message: "partial file of an interrupted pull or import: no VM can use it; virt vm gc removes it"}
+		} else {
 			continue
 		}
-		img, err := m.image(name)
+		st, err := os.Lstat(img.Path)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("image %q: %w", img.Name, err)
 		}
-		img.UsedBy = users[name]
-		if img.UsedBy == nil {
-			img.UsedBy = []string{}
+		if img.Class == ClassOrphaned {
+			img.SizeBytes = st.Size()
 		}
+		img.AllocatedBytes = allocated(st)
+		img.UsedBy = usedBy(img.Name)
 		out = append(out, *img)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out, nil
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Name != out[j].Name {
+			return out[i].Name < out[j].Name
+		}
+		return out[i].Class < out[j].Class
+	})
+	return out, usersErr
 }
 
-func (m *Manager) imageUsers() map[string][]string {
+// allocated is the space a file takes on disk (st_blocks is in 512-byte
+// units whatever the file system's block size).
+func allocated(st fs.FileInfo) int64 {
+	if s, ok := st.Sys().(*syscall.Stat_t); ok {
+		return s.Blocks * 512
+	}
+	return st.Size()
+}
+
+// imageUsers maps image names to the VMs whose disks use them. An
+// unreadable spec makes the whole answer unknown: that VM may use any
+// image.
+func (m *Manager) imageUsers() (map[string][]string, error) {
+	vms, errs := m.store.list()
+	if len(errs) > 0 {
+		return nil, &usageError{errs}
+	}
 	users := map[string][]string{}
-	vms, _ := m.store.list()
 	for _, vm := range vms {
 		for _, d := range vm.Spec.Disks {
 			if d.Image != "" {
@@ -99,81 +240,152 @@ func (m *Manager) imageUsers() map[string][]string {
 			}
 		}
 	}
-	return users
+	return users, nil
 }
 
-// RemoveImage deletes an image, refused while any VM's disk uses it:
-// overlays read their base on every boot.
+// RemoveImage deletes an image, refused while any VM's disk uses it, while
+// any VM spec cannot be read (that VM may use it), and while any disk
+// file in the store is an overlay on it (a VM's volumes whose spec is
+// gone): overlays read their base on every boot.
 func (m *Manager) RemoveImage(ctx context.Context, name string) error {
 	g, err := m.store.lockGlobal(ctx)
 	if err != nil {
 		return err
 	}
 	defer g.Release()
-	if _, err := m.image(name); err != nil {
+	img, err := m.image(name)
+	if err != nil {
 		return err
 	}
-	if users := m.imageUsers()[name]; len(users) > 0 {
-		return fmt.Errorf("image %q: %w by %s", name, ErrInUse, strings.Join(users, ", "))
+	users, err := m.imageUsers()
+	if err != nil {
+		return fmt.Errorf("image %q: not removed: %w", name, err)
+	}
+	if u := users[name]; len(u) > 0 {
+		return fmt.Errorf("image %q: %w by %s", name, ErrInUse, strings.Join(u, ", "))
+	}
+	overlays, err := m.overlaysOn(img.Path)
+	if err != nil {
+		return fmt.Errorf("image %q: not removed: %w", name, err)
+	}
+	if len(overlays) > 0 {
+		return fmt.Errorf("image %q: %w by disk files without a VM spec: %s (virt vm gc --dry-run lists them)", name, ErrInUse, strings.Join(overlays, ", "))
 	}
 	// marker first: without it the image no longer counts as present
 	if err := os.Remove(m.markerPath(name)); err != nil {
-		return err
+		return fmt.Errorf("image %q: %w", name, err)
 	}
-	return os.Remove(m.imagePath(name))
+	if err := os.Remove(m.imagePath(name)); err != nil {
+		return fmt.Errorf("image %q: %w", name, err)
+	}
+	return nil
+}
+
+// overlaysOn lists the disk files under the VM state directory whose
+// qcow2 backing file is base. A disk that cannot be read fails closed.
+func (m *Manager) overlaysOn(base string) ([]string, error) {
+	bst, err := os.Stat(base)
+	if err != nil {
+		return nil, err
+	}
+	disks, err := filepath.Glob(filepath.Join(m.layout().StateDir(), "vms", "*", "*.qcow2"))
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, d := range disks {
+		backing, err := qcow2Backing(d)
+		if err != nil {
+			return nil, fmt.Errorf("disk %s: %w", d, err)
+		}
+		if backing == "" {
+			continue
+		}
+		if !filepath.IsAbs(backing) {
+			backing = filepath.Join(filepath.Dir(d), backing)
+		}
+		if st, err := os.Stat(backing); err == nil && os.SameFile(st, bst) {
+			out = append(out, d)
+		}
+	}
+	return out, nil
 }
 
 // PullImage streams url into the store with a running sha256. The bytes go
 // to a partial file; the image is renamed into place only when complete
 // and verified, and the marker is written last, so a crash at any point
-// leaves no usable image.
+// leaves no usable image. wantSHA, when given, is checked against the
+// sha256 of the downloaded bytes.
 func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, progress io.Writer) (*Image, error) {
+	var errs []*FieldError
 	if fe := ValidateName("--name", name); fe != nil {
-		return nil, &ValidationError{[]*FieldError{fe}}
+		errs = append(errs, fe)
 	}
 	wantSHA = strings.ToLower(strings.TrimSpace(wantSHA))
 	if wantSHA != "" && (len(wantSHA) != 64 || strings.Trim(wantSHA, "0123456789abcdef") != "") {
-		return nil, &ValidationError{[]*FieldError{{"--sha256", wantSHA, "must be 64 hex digits"}}}
+		errs = append(errs, &FieldError{"--sha256", wantSHA, "must be 64 hex digits"})
 	}
+	var req *http.Request
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-		return nil, &ValidationError{[]*FieldError{{"url", url, "must be an http:// or https:// URL"}}}
+		errs = append(errs, &FieldError{"url", url, "must be an http:// or https:// URL"})
+	} else {
+		var err error
+		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, url, nil); err != nil {
+			errs = append(errs, &FieldError{"url", url, err.Error()})
+		}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, &ValidationError{[]*FieldError{{"url", url, err.Error()}}}
+	if len(errs) > 0 {
+		return nil, &ImageError{errs}
 	}
-	return m.addImage(ctx, name, url, wantSHA, progress, func() (io.ReadCloser, error) {
+	return m.addImage(ctx, name, url, wantSHA, progress, func(w *imageWriter) error {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("download %s: %w", url, err)
+			return fmt.Errorf("download %s: %w", url, err)
 		}
+		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			resp.Body.Close()
-			return nil, fmt.Errorf("download %s: HTTP %s", url, resp.Status)
+			return fmt.Errorf("download %s: HTTP %s", url, resp.Status)
 		}
-		return resp.Body, nil
+		if _, err := io.Copy(w, &ctxReader{ctx: ctx, r: resp.Body}); err != nil {
+			return fmt.Errorf("download %s: %w", url, err)
+		}
+		return nil
 	})
 }
 
-// ImportImage copies a local qcow2 or raw file into the store.
+// ImportImage copies a local qcow2 or raw file into the store. Only a
+// regular file is read (a device or a FIFO would never end); its holes
+// stay holes.
 func (m *Manager) ImportImage(ctx context.Context, file, name string) (*Image, error) {
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
 	if fe := ValidateName("--name", name); fe != nil {
-		return nil, &ValidationError{[]*FieldError{fe}}
+		return nil, &ImageError{[]*FieldError{fe}}
 	}
 	abs, err := filepath.Abs(file)
 	if err != nil {
+		return nil, fmt.Errorf("image import %s: %w", file, err)
+	}
+	src, err := openRegular(abs)
+	if err != nil {
 		return nil, err
 	}
-	if _, err := m.inspectImage(ctx, abs); err != nil {
+	defer src.Close()
+	if _, err := m.inspectImage(ctx, file, src); err != nil {
 		return nil, err
 	}
-	return m.addImage(ctx, name, "file://"+abs, "", nil, func() (io.ReadCloser, error) { return os.Open(abs) })
+	return m.addImage(ctx, name, "file://"+abs, "", nil, func(w *imageWriter) error {
+		if err := copySparse(ctx, w, src); err != nil {
+			return fmt.Errorf("import %s: %w", file, err)
+		}
+		return nil
+	})
 }
 
-func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, progress io.Writer, open func() (io.ReadCloser, error)) (*Image, error) {
+// addImage writes an image through fill into a partial file, verifies it
+// and renames it into place; the marker is written last.
+func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, progress io.Writer, fill func(*imageWriter) error) (*Image, error) {
 	g, err := m.store.lockGlobal(ctx)
 	if err != nil {
 		return nil, err
@@ -186,17 +398,12 @@ func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, pr
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	partial := filepath.Join(dir, "."+name+".img.partial")
+	partial := m.partialPath(name)
 	os.Remove(partial) // a leftover of an interrupted pull
 	os.Remove(m.imagePath(name))
-	src, err := open()
-	if err != nil {
-		return nil, err
-	}
-	defer src.Close()
 	f, err := os.OpenFile(partial, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("image %q: %w", name, err)
 	}
 	ok := false
 	defer func() {
@@ -205,38 +412,51 @@ func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, pr
 			os.Remove(partial)
 		}
 	}()
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), &ctxReader{ctx: ctx, r: src})
-	if err != nil {
-		return nil, fmt.Errorf("image %q: copy from %s: %w", name, source, err)
+	w := newImageWriter(ctx, f)
+	if err := fill(w); err != nil {
+		return nil, fmt.Errorf("image %q: %w", name, err)
+	}
+	if err := w.finish(); err != nil {
+		return nil, fmt.Errorf("image %q: write %s: %w", name, partial, err)
 	}
 	if err := f.Sync(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("image %q: write %s: %w", name, partial, err)
 	}
 	if err := f.Close(); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("image %q: write %s: %w", name, partial, err)
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
+	n := w.size()
+	sum := hex.EncodeToString(w.h.Sum(nil))
 	if wantSHA != "" && sum != wantSHA {
 		return nil, fmt.Errorf("image %q: %w: got %s, want %s", name, ErrChecksum, sum, wantSHA)
 	}
-	info, err := m.inspectImage(ctx, partial)
+	// what is stored is checked, not only what the source looked like
+	info, err := m.inspectImage(ctx, partial, nil)
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", name, err)
 	}
 	if err := os.Rename(partial, m.imagePath(name)); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("image %q: %w", name, err)
 	}
-	img := &Image{Name: name, Path: m.imagePath(name), Format: info.Format, SHA256: sum, SizeBytes: n, Source: source, AddedAt: time.Now().UTC().Truncate(time.Second)}
-	b, _ := json.MarshalIndent(img, "", "  ")
+	mk := imageMarker{Name: name, Format: info.Format, SHA256: sum, SizeBytes: n, VirtualSizeBytes: info.VirtualSize,
+		Source: source, AddedAt: time.Now().UTC().Truncate(time.Second)}
+	b, _ := json.MarshalIndent(mk, "", "  ")
 	if err := atomicfile.Write(m.markerPath(name), append(b, '\n'), 0o600); err != nil {
 		os.Remove(m.imagePath(name))
-		return nil, err
+		return nil, fmt.Errorf("image %q: marker: %w", name, err)
 	}
 	ok = true
 	if progress != nil {
 		fmt.Fprintf(progress, "image %s: %d bytes, sha256 %s\n", name, n, sum)
 	}
+	img, err := m.image(name)
+	if err != nil {
+		return nil, err
+	}
+	if st, err := os.Stat(img.Path); err == nil {
+		img.AllocatedBytes = allocated(st)
+	}
+	img.UsedBy = []string{}
 	return img, nil
 }
 

@@ -33,16 +33,21 @@ func TestImageValidation(t *testing.T) {
 		{"non-hex sha", "http://127.0.0.1:1/x", "img", strings.Repeat("g", 64), []string{"--sha256"}},
 		{"sha with prefix", "http://127.0.0.1:1/x", "img", "sha256:" + good, []string{"--sha256"}},
 		{"file url", "file:///etc/passwd", "img", good, []string{"url", `"file:///etc/passwd"`}},
-		{"ftp url", "ftp://example.com/a.img", "img", "", []string{"url", `"ftp://example.com/a.img"`}},
+		{"ftp url", "ftp://example.com/a.img", "img", "", []string{`url: must be an http:// or https:// URL (got "ftp://example.com/a.img")`}},
+		{"every problem at once", "ftp://x/y", "a/b", "abc", []string{`--name`, `"a/b"`, `--sha256`, `"abc"`, `url`, `"ftp://x/y"`}},
 		{"no scheme", "example.com/a.img", "img", "", []string{"url"}},
 		{"upper-case scheme", "HTTP://example.com/a.img", "img", "", []string{"url"}},
 		{"bad url", "http://exa mple.com/\x7f", "img", "", []string{"url"}},
 	}
 	for _, tt := range pulls {
 		_, err := m.PullImage(ctx, tt.url, tt.img, tt.sha, nil)
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("%s: PullImage: got %v; want ErrInvalid", tt.name, err)
+		var ie *ImageError
+		if !errors.Is(err, ErrInvalidImage) || !errors.As(err, &ie) || errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: PullImage: got %v; want an *ImageError (ErrInvalidImage, not ErrInvalid)", tt.name, err)
 			continue
+		}
+		if !strings.HasPrefix(err.Error(), "invalid image: ") {
+			t.Errorf("%s: got %q; want it to start with \"invalid image: \"", tt.name, err)
 		}
 		for _, w := range tt.want {
 			if !strings.Contains(err.Error(), w) {
@@ -58,14 +63,14 @@ func TestImageValidation(t *testing.T) {
 	}
 	for _, tt := range imports {
 		_, err := m.ImportImage(ctx, tt.file, tt.name)
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("ImportImage(%q, %q): got %v; want ErrInvalid naming %s", tt.file, tt.name, err, tt.want)
+		if !errors.Is(err, ErrInvalidImage) || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("ImportImage(%q, %q): got %v; want ErrInvalidImage naming %s", tt.file, tt.name, err, tt.want)
 		}
 	}
 	if got := dirEntries(t, filepath.Join(root, "var/lib/virtcon/images")); len(got) != 0 {
 		t.Errorf("images dir: got %q; want nothing", got)
 	}
-	if imgs, err := m.ListImages(); err != nil || imgs == nil || len(imgs) != 0 {
+	if imgs, err := m.ListImages(ctx); err != nil || imgs == nil || len(imgs) != 0 {
 		t.Errorf("ListImages: got %v, %v; want an empty list", imgs, err)
 	}
 	if err := m.RemoveImage(ctx, "nope"); !errors.Is(err, ErrNotFound) {
@@ -154,7 +159,7 @@ func TestPullImage(t *testing.T) {
 	if st, err := os.Stat(disk); err != nil || st.Mode().Perm() != 0o600 {
 		t.Errorf("overlay: got %v, %v; want mode 0600", st, err)
 	}
-	list, err := m.ListImages()
+	list, err := m.ListImages(ctx)
 	if err != nil || len(list) != 1 || !reflect.DeepEqual(list[0].UsedBy, []string{"db"}) {
 		t.Errorf("ListImages: got %+v, %v; want base used by db", list, err)
 	}
