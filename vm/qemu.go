@@ -89,9 +89,15 @@ func (l Launch) Args() []string {
 			"-device", fmt.Sprintf("virtio-blk-pci,drive=%s,bootindex=%d", id, i+1))
 	}
 	if l.Seed != "" {
+		// The seed is a read-only CD on its own virtio-scsi controller, not
+		// an ide-cd on q35's AHCI: Debian's cloud kernels (and other slim
+		// cloud kernels) carry no AHCI driver and would never see it. No
+		// bootindex: the firmware boots the disks (which have one) and
+		// never the seed ahead of them; OVMF drops it from BootOrder.
 		a = append(a,
+			"-device", "virtio-scsi-pci,id=seedscsi",
 			"-drive", "file="+escapeOpt(l.Seed)+",format=raw,if=none,id=seed,media=cdrom,readonly=on",
-			"-device", "ide-cd,drive=seed,bus=ide.0")
+			"-device", "scsi-cd,bus=seedscsi.0,drive=seed")
 	}
 	a = append(a,
 		"-device", "virtio-rng-pci",

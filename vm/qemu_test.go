@@ -161,8 +161,9 @@ func wantArgs(l Launch) []qemuArg {
 	}
 	if l.Seed != "" {
 		w = append(w,
+			o("-device", "driver", "virtio-scsi-pci", "id", "seedscsi"),
 			o("-drive", "file", l.Seed, "format", "raw", "if", "none", "id", "seed", "media", "cdrom", "readonly", "on"),
-			o("-device", "driver", "ide-cd", "drive", "seed", "bus", "ide.0"))
+			o("-device", "driver", "scsi-cd", "bus", "seedscsi.0", "drive", "seed"))
 	}
 	w = append(w,
 		o("-device", "driver", "virtio-rng-pci"),
@@ -279,7 +280,7 @@ func TestLaunchArgs(t *testing.T) {
 		{"bios kernel kvm", bios, [][2]string{
 			{"-accel", "kvm"}, {"-cpu", "host"},
 			{"-kernel", "/boot/vmlinuz"}, {"-initrd", "/boot/initrd.img"}, {"-append", "console=ttyS0 root=/dev/vda1 quiet"},
-		}, []string{"pflash", "virtio-blk-pci", "ide-cd", "media=cdrom"}},
+		}, []string{"pflash", "virtio-blk-pci", "ide-cd", "media=cdrom", "virtio-scsi", "scsi-cd"}},
 		{"kernel only", kernelOnly, [][2]string{{"-kernel", "/boot/vmlinuz"}}, []string{"-initrd", "-append"}},
 		{"uefi disks seed tcg", uefi, [][2]string{
 			{"-accel", "tcg"}, {"-cpu", "max"},
@@ -290,8 +291,9 @@ func TestLaunchArgs(t *testing.T) {
 			{"-drive", "file=" + d + "/state/disk-data.qcow2,format=qcow2,if=none,id=disk1,discard=unmap"},
 			{"-device", "virtio-blk-pci,drive=disk1,bootindex=2"},
 			{"-drive", "file=" + d + "/state/seed.iso,format=raw,if=none,id=seed,media=cdrom,readonly=on"},
-			{"-device", "ide-cd,drive=seed,bus=ide.0"},
-		}, []string{"-kernel", "-initrd", "-append"}},
+			{"-device", "virtio-scsi-pci,id=seedscsi"},
+			{"-device", "scsi-cd,bus=seedscsi.0,drive=seed"},
+		}, []string{"-kernel", "-initrd", "-append", "ide-cd", "ide.", "ahci"}},
 		{"initrd without kernel is ignored", initrdNoKernel, nil, []string{"-kernel", "-initrd", "-append"}},
 	}
 	for _, tt := range tests {
@@ -323,6 +325,81 @@ func TestLaunchArgs(t *testing.T) {
 				}
 			}
 			checkArgs(t, tt.l, argv)
+		})
+	}
+}
+
+// TestLaunchArgsSeedBus: the NoCloud seed is a read-only scsi-cd on a
+// virtio-scsi controller, which every cloud kernel drives (Debian's cloud
+// kernel has no AHCI, so an ide-cd on q35's SATA is invisible to it), and it
+// has no bootindex, so firmware never boots it ahead of the disks.
+func TestLaunchArgsSeedBus(t *testing.T) {
+	t.Parallel()
+	uefi := testLaunch("/v")
+	kernelSeed := testLaunch("/v")
+	kernelSeed.Firmware, kernelSeed.OVMFCode, kernelSeed.OVMFVars, kernelSeed.Disks = "bios", "", "", nil
+	kernelSeed.Kernel, kernelSeed.Initrd = "/boot/vmlinuz", "/boot/initrd.img"
+	noSeed := testLaunch("/v")
+	noSeed.Seed = ""
+	tests := []struct {
+		name string
+		l    Launch
+	}{
+		{"uefi with disks", uefi},
+		{"direct kernel boot", kernelSeed},
+		{"no seed", noSeed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args, err := parseArgv(tt.l.Args())
+			if err != nil {
+				t.Fatal(err)
+			}
+			controllers := map[string]bool{} // virtio-scsi-pci ids defined so far
+			var seedDrive, seedDev map[string]string
+			for _, a := range args {
+				if a.Flag != "-drive" && a.Flag != "-device" {
+					continue
+				}
+				m := map[string]string{}
+				for _, kv := range a.Opts {
+					m[kv[0]] = kv[1]
+				}
+				switch {
+				case a.Flag == "-drive" && m["id"] == "seed":
+					seedDrive = m
+				case a.Flag == "-device" && m["driver"] == "virtio-scsi-pci":
+					controllers[m["id"]] = true
+				case a.Flag == "-device" && m["drive"] == "seed":
+					seedDev = m
+					// QEMU creates devices in argv order: the bus must exist already
+					if ctrl, ok := strings.CutSuffix(m["bus"], ".0"); !ok || !controllers[ctrl] {
+						t.Errorf("seed device bus: got %q; want <id>.0 of a virtio-scsi-pci defined before it (have %v)", m["bus"], controllers)
+					}
+				}
+				if d := m["driver"]; strings.HasPrefix(d, "ide-") || strings.Contains(d, "ahci") || strings.HasPrefix(m["bus"], "ide.") {
+					t.Errorf("%s %q: got an IDE/AHCI device; want none (cloud kernels lack AHCI)", a.Flag, a.Raw)
+				}
+			}
+			if tt.l.Seed == "" {
+				if seedDrive != nil || seedDev != nil || len(controllers) != 0 {
+					t.Errorf("no seed: got seed drive %v, device %v, controllers %v; want none", seedDrive, seedDev, controllers)
+				}
+				return
+			}
+			if seedDrive == nil || seedDev == nil {
+				t.Fatalf("seed: got drive %v, device %v; want both", seedDrive, seedDev)
+			}
+			if seedDrive["file"] != tt.l.Seed || seedDrive["readonly"] != "on" || seedDrive["media"] != "cdrom" || seedDrive["if"] != "none" {
+				t.Errorf("seed drive: got %v; want file=%s, if=none, media=cdrom, readonly=on", seedDrive, tt.l.Seed)
+			}
+			if seedDev["driver"] != "scsi-cd" {
+				t.Errorf("seed device driver: got %q; want scsi-cd", seedDev["driver"])
+			}
+			if bi, ok := seedDev["bootindex"]; ok {
+				t.Errorf("seed device bootindex: got %q; want none (never a boot device ahead of the disks)", bi)
+			}
 		})
 	}
 }
