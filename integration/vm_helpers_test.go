@@ -29,6 +29,9 @@ func requireGuest(t *testing.T) guest {
 		t.Skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
 	}
 	dir, _ := filepath.Abs(filepath.Join("..", "build", "guest"))
+	if d := os.Getenv("GUEST_OUT"); d != "" { // a guest built elsewhere (GUEST_OUT=dir scripts/mkguest.sh)
+		dir, _ = filepath.Abs(d)
+	}
 	g := guest{kernel: filepath.Join(dir, "vmlinuz"), initrd: filepath.Join(dir, "initrd.img"), deaf: filepath.Join(dir, "initrd-deaf.img"), efiKernel: filepath.Join(dir, "vmlinuz")}
 	if fileExists(filepath.Join(dir, "vmlinux")) {
 		g.kernel = filepath.Join(dir, "vmlinux") // uncompressed: boots in half the time under TCG
