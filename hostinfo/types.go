@@ -37,11 +37,11 @@ type OSInfo struct {
 
 // CPUInfo describes the processors. Counts are nil when unknown.
 type CPUInfo struct {
-	Vendor     string   `json:"vendor" yaml:"vendor"`
-	Model      string   `json:"model" yaml:"model"`
-	Sockets    *int     `json:"sockets" yaml:"sockets"`
-	Cores      *int     `json:"cores" yaml:"cores"`
-	Threads    *int     `json:"threads" yaml:"threads"`
+	Vendor  string `json:"vendor" yaml:"vendor"`
+	Model   string `json:"model" yaml:"model"`
+	Sockets *int   `json:"sockets" yaml:"sockets"`
+	Cores   *int   `json:"cores" yaml:"cores"`
+	Threads *int   `json:"threads" yaml:"threads"`
 	// VirtFlags are the CPU's virtualisation features (vmx, svm, ept,
 	// npt): what lets this host run guests.
 	VirtFlags []string `json:"virtFlags" yaml:"virtFlags"`
@@ -49,7 +49,7 @@ type CPUInfo struct {
 	// itself a guest. That is no virtualisation feature of its own.
 	RunsUnderHypervisor bool `json:"runsUnderHypervisor" yaml:"runsUnderHypervisor"`
 	// Hypervisor names the hypervisor this host runs under, when sysfs says.
-	Hypervisor string `json:"hypervisor,omitempty" yaml:"hypervisor,omitempty"`
+	Hypervisor string   `json:"hypervisor,omitempty" yaml:"hypervisor,omitempty"`
 	Flags      []string `json:"flags" yaml:"flags"`
 }
 
