@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -648,7 +649,7 @@ func TestNATServesDNS(t *testing.T) {
 		"--listen-address=127.0.0.53", "--port=53", "--no-resolv", "--no-hosts", "--user=root",
 		"--pid-file="+filepath.Join(layout.Root, "upstream.pid"), "--log-facility=-", "--log-queries=extra",
 		"--address=/test.example/192.0.2.7")
-	var upLog bytes.Buffer
+	var upLog lockedBuffer // written by exec's copier while the test reads it
 	upstream.Stdout, upstream.Stderr = &upLog, &upLog
 	srv.must(t, upstream.Start)
 	t.Cleanup(func() {
@@ -762,4 +763,22 @@ exit 0
 		}
 		return nil
 	})
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
