@@ -66,6 +66,9 @@ func resolveExpiredTry(cmd *cobra.Command, env *Env) {
 	r, err := netcfg.ResolveExpiredTry(cmd.Context(), env.Logger, env.Layout())
 	w := textOnly{env.IO.ErrOut}
 	switch {
+	case errors.Is(err, netcfg.ErrTryBusy):
+		// not now: the lock's holder is at the try (and a change is
+		// refused below while it stays pending)
 	case r != nil && err != nil:
 		fmt.Fprintf(w, "virt: warning: network try %s expired at %s and %s, but rolling it back failed: %v; run `virt net rollback` to retry\n",
 			r.ID, r.Deadline.Local().Format(time.TimeOnly), r.Why, err)
@@ -90,7 +93,10 @@ func wordTryPending(err error) error {
 		return err
 	case tp.Err != nil:
 		return err // says the record cannot be read, and where
-	case tp.RollbackError != "" || tp.Expired:
+	case tp.RollbackError != "":
+		// nothing but a live watchdog retries a failed rollback by itself
+		return fmt.Errorf("%w; run `virt net rollback` to retry the rollback, then run this again", err)
+	case tp.Expired:
 		return fmt.Errorf("%w; wait for it, or run `virt net rollback` to retry the rollback now, then run this again", err)
 	}
 	return fmt.Errorf("%w; keep it with `virt net confirm` or undo it with `virt net rollback`, then run this again", err)

@@ -60,6 +60,12 @@ func newNetBridgeCmd(env *Env) *cobra.Command {
 		Short:       "Remove a bridge from network.yaml and apply it (its ports are released)",
 		Annotations: map[string]string{annNetChanges: "true"},
 		Args:        cobra.ExactArgs(1),
+		ValidArgsFunction: configNames(env, func(c *netcfg.Config) (out []string) {
+			for _, b := range c.Bridges {
+				out = append(out, b.Name)
+			}
+			return out
+		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := desiredNetwork(env)
 			if err != nil {
@@ -172,6 +178,14 @@ func newNetNATCmd(env *Env) *cobra.Command {
 		Short:       "Remove a NAT network (its bridge, dnsmasq and rules) and apply",
 		Annotations: map[string]string{annNetChanges: "true"},
 		Args:        cobra.ExactArgs(1),
+		ValidArgsFunction: configNames(env, func(c *netcfg.Config) (out []string) {
+			for _, n := range c.Networks {
+				if n.Type == "nat" {
+					out = append(out, n.Name)
+				}
+			}
+			return out
+		}),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := desiredNetwork(env)
 			if err != nil {
@@ -187,4 +201,25 @@ func newNetNATCmd(env *Env) *cobra.Command {
 	}
 	cmd.AddCommand(create, del)
 	return cmd
+}
+
+// configNames completes the first argument from the network
+// configuration the host is meant to have (network.yaml, or the file on
+// trial).
+func configNames(env *Env, names func(*netcfg.Config) []string) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		if env.Logger == nil {
+			if err := env.setup(cmd); err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
+		}
+		cfg, err := netcfg.LoadEffective(env.Layout())
+		if err != nil || cfg == nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		return names(cfg), cobra.ShellCompDirectiveNoFileComp
+	}
 }

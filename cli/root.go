@@ -56,7 +56,7 @@ func Run(ctx context.Context, args []string, io *IOStreams) int {
 	err := root.ExecuteContext(ctx)
 	if err != nil && !errors.Is(err, ErrCheckFailed) {
 		msg := err.Error()
-		if errors.Is(err, fs.ErrPermission) && !strings.Contains(msg, "root") {
+		if errors.Is(err, fs.ErrPermission) && !strings.Contains(msg, "needs root") {
 			msg += " (needs root: run it with sudo)"
 		}
 		fmt.Fprintf(textOnly{io.ErrOut}, "virt: %s\n", msg) // errors quote host-provided names

@@ -210,7 +210,6 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	_ = cmd.RegisterFlagCompletionFunc("network", nicTargets(env))
 	_ = cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("firmware", cobra.FixedCompletions([]string{"uefi", "bios"}, cobra.ShellCompDirectiveNoFileComp))
-	_ = cmd.RegisterFlagCompletionFunc("image", imageNames(env))
 	return cmd
 }
 
@@ -432,8 +431,8 @@ func newVMStopCmd(env *Env) *cobra.Command {
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if opts.Timeout < 0 {
-				return &UsageError{fmt.Errorf("--timeout %v: must not be negative", opts.Timeout)}
+			if cmd.Flags().Changed("timeout") && opts.Timeout == 0 {
+				opts.Force = true // --timeout 0: no graceful wait at all
 			}
 			if err := env.vms().Stop(cmd.Context(), args[0], opts); err != nil {
 				return err

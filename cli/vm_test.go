@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/virtcon/virtcon/internal/buildinfo"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -263,14 +262,10 @@ func TestVMCreateCompletion(t *testing.T) {
 			t.Errorf("--network completion lacks %q:\n%s", w, out)
 		}
 	}
-}
-
-func TestVersionJSONCommit(t *testing.T) {
-	old := buildinfo.Commit
-	buildinfo.Commit = "0123456789abcdef0123456789abcdef01234567"
-	t.Cleanup(func() { buildinfo.Commit = old })
-	out := mustRun(t, "version", "-o", "json")
-	if !strings.Contains(out, `"commit": "0123456789abcdef0123456789abcdef01234567"`) {
-		t.Errorf("version -o json: %s; want the commit", out)
+	if out := mustRun(t, "--root", root, "__complete", "net", "bridge", "delete", ""); !strings.HasPrefix(out, "br-lan\n") {
+		t.Errorf("net bridge delete completion: got %q; want br-lan", out)
+	}
+	if out := mustRun(t, "--root", root, "__complete", "net", "nat", "delete", ""); !strings.HasPrefix(out, "lab\n") {
+		t.Errorf("net nat delete completion: got %q; want lab", out)
 	}
 }

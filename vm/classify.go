@@ -157,6 +157,16 @@ func (m *Manager) entryFor(vm *VirtualMachine) Entry {
 func (m *Manager) observeLive(ctx context.Context, e *Entry, p qemuProcess) {
 	pid := p.PID
 	e.PID = pid
+	// an UNREADABLE row keeps its message (the spec and what to do) and
+	// gets the process's trouble added
+	set := func(phase, msg string) {
+		e.Phase = phase
+		if e.Class == ClassUnreadable {
+			e.Message += "; " + msg
+		} else {
+			e.Message = msg
+		}
+	}
 	if e.Class != ClassUnreadable {
 		e.Class, e.Message = ClassManaged, ""
 	} else {
@@ -164,7 +174,7 @@ func (m *Manager) observeLive(ctx context.Context, e *Entry, p qemuProcess) {
 	}
 	e.Accel = argAccel(p.Argv)
 	if st, err := m.proc.state(pid); err == nil && st == "T" {
-		e.Phase, e.Message = PhaseUnresponsive, "the QEMU process is stopped (SIGSTOP)"
+		set(PhaseUnresponsive, "the QEMU process is stopped (SIGSTOP)")
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, listQMPTimeout)
@@ -172,19 +182,39 @@ func (m *Manager) observeLive(ctx context.Context, e *Entry, p qemuProcess) {
 	mon, err := m.dialQMP(ctx, e.UID)
 	if err != nil {
 		if errors.Is(err, qmp.ErrBusy) {
-			e.Phase, e.Message = PhaseRunning, "QMP busy: another virtcon command holds it"
+			set(PhaseRunning, "QMP busy: another virtcon command holds it")
 			return
 		}
-		e.Phase, e.Message = PhaseUnresponsive, "QMP: "+err.Error()
+		set(PhaseUnresponsive, "QMP: "+err.Error())
 		return
 	}
 	defer mon.Close()
 	st, err := mon.Status(ctx)
 	if err != nil {
-		e.Phase, e.Message = PhaseUnresponsive, "QMP query-status: "+err.Error()
+		set(PhaseUnresponsive, "QMP query-status: "+err.Error())
 		return
 	}
 	e.Phase = phaseFromQMP(st.Status)
+}
+
+// argTAPs lists the TAP devices of QEMU's -netdev tap,ifname=... options.
+func argTAPs(argv []string) []string {
+	var out []string
+	for i := 0; i+1 < len(argv); i++ {
+		if argv[i] != "-netdev" {
+			continue
+		}
+		parts := splitOpts(argv[i+1])
+		if len(parts) == 0 || parts[0] != "tap" {
+			continue
+		}
+		for _, p := range parts[1:] {
+			if n, ok := strings.CutPrefix(p, "ifname="); ok {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 func argAccel(argv []string) string {
@@ -255,8 +285,10 @@ type libvirtDomain struct {
 // memoryMiB converts libvirt's <memory unit=...> (KiB by default); 0 when
 // it cannot be read.
 func (d libvirtDomain) memoryMiB() int {
-	mult := map[string]int64{"": 1 << 10, "KiB": 1 << 10, "k": 1000, "KB": 1000, "MiB": 1 << 20, "M": 1 << 20, "MB": 1e6,
-		"GiB": 1 << 30, "G": 1 << 30, "GB": 1e9, "b": 1, "bytes": 1}[d.Memory.Unit]
+	// libvirt's units: k, M, G, T are powers of 1024, KB, MB, GB, TB powers of 1000
+	mult := map[string]int64{"": 1 << 10, "b": 1, "bytes": 1, "k": 1 << 10, "KiB": 1 << 10, "KB": 1e3,
+		"M": 1 << 20, "MiB": 1 << 20, "MB": 1e6, "G": 1 << 30, "GiB": 1 << 30, "GB": 1e9,
+		"T": 1 << 40, "TiB": 1 << 40, "TB": 1e12}[d.Memory.Unit]
 	if mult == 0 || d.Memory.Value <= 0 {
 		return 0
 	}
@@ -385,6 +417,15 @@ func (m *Manager) orphans(ours map[string]bool, vms []*VirtualMachine, live map[
 			if _, alive := live[vm.Metadata.UID]; alive {
 				for i := range vm.Spec.Network {
 					inUse[m.opts.Net.TAPName(vm.Metadata.UID, i)] = true
+				}
+			}
+		}
+		// a live QEMU of ours names its TAPs on its command line, which
+		// also covers a VM whose spec cannot be read
+		for uid, p := range live {
+			if ours[uid] {
+				for _, t := range argTAPs(p.Argv) {
+					inUse[t] = true
 				}
 			}
 		}

@@ -288,9 +288,27 @@ func (m *Manager) overlaysOn(base string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	disks, err := filepath.Glob(filepath.Join(m.layout().StateDir(), "vms", "*", "*.qcow2"))
-	if err != nil {
+	// read every VM directory, failing on one that cannot be read (Glob
+	// would skip it, and hide its overlays)
+	vmsDir := filepath.Join(m.layout().StateDir(), "vms")
+	ents, err := os.ReadDir(vmsDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, err
+	}
+	var disks []string
+	for _, e := range ents {
+		if !e.IsDir() {
+			continue
+		}
+		files, err := os.ReadDir(filepath.Join(vmsDir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range files {
+			if strings.HasSuffix(f.Name(), ".qcow2") {
+				disks = append(disks, filepath.Join(vmsDir, e.Name(), f.Name()))
+			}
+		}
 	}
 	var out []string
 	for _, d := range disks {
@@ -391,8 +409,25 @@ func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, pr
 		return nil, err
 	}
 	defer g.Release()
-	if _, err := m.image(name); err == nil {
+	switch _, err := m.image(name); {
+	case err == nil:
 		return nil, fmt.Errorf("image %q: %w (virt image rm %s first)", name, ErrExists, name)
+	case !errors.Is(err, ErrNotFound):
+		// a marker that cannot be read is an image that may be in use,
+		// not a free name: overlays read their base on every boot
+		return nil, err
+	}
+	// an image file without its marker is an interrupted pull or import,
+	// unless an overlay of some VM sits on it: then it is a base in use
+	if _, err := os.Lstat(m.imagePath(name)); err == nil {
+		users, err := m.overlaysOn(m.imagePath(name))
+		if err != nil {
+			return nil, fmt.Errorf("image %q: cannot tell whether %s is in use: %w", name, m.imagePath(name), err)
+		}
+		if len(users) > 0 {
+			return nil, fmt.Errorf("image %q: %w: %s has no marker but is the base of %s; restore its marker or import under another name",
+				name, ErrInUse, m.imagePath(name), strings.Join(users, ", "))
+		}
 	}
 	dir := m.layout().ImagesDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {

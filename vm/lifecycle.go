@@ -8,15 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"reflect"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/internal/flock"
-	"github.com/virtcon/virtcon/internal/redact"
 	"github.com/virtcon/virtcon/internal/revert"
 	"github.com/virtcon/virtcon/qmp"
 )
@@ -26,218 +23,6 @@ var ErrNotRunning = errors.New("not running")
 
 // qmpTimeout bounds one QMP exchange.
 const qmpTimeout = 3 * time.Second
-
-// Create admits a new VM (defaults, validation, unique name), creates its
-// disks and stores it. Nothing is left behind if any step fails.
-func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachine, error) {
-	Defaults(vm)
-	vm.Metadata.Generation = 0
-	vm.Status = Status{}
-	if err := Validate(vm, m.limits(ctx)); err != nil {
-		return nil, err
-	}
-	if err := checkUserDataMask(vm.Spec.CloudInit, nil); err != nil {
-		return nil, err
-	}
-	g, err := m.store.lockGlobal(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer g.Release()
-	// Lower-case before the checks: the store's directories are lower-case,
-	// and an upper-case UID must not slip past exists() onto another VM.
-	vm.Metadata.UID = strings.ToLower(vm.Metadata.UID)
-	if err := m.checkNameFree(vm.Metadata.Name, vm.Metadata.UID); err != nil {
-		return nil, err
-	}
-	if vm.Metadata.UID == "" {
-		vm.Metadata.UID = uuid.NewString()
-	} else if ok, err := m.store.exists(vm.Metadata.UID); err != nil {
-		return nil, err
-	} else if ok {
-		return nil, &ValidationError{[]*FieldError{{"metadata.uid", vm.Metadata.UID, "a VM with this uid exists"}}}
-	}
-	now := time.Now().UTC().Truncate(time.Second)
-	vm.Metadata.CreationTimestamp = &now
-	vm.Metadata.Generation = 1
-	fillMACs(vm)
-	running := vm.Spec.Running
-	vm.Spec.Running = false
-
-	r := revert.New()
-	defer r.Fail()
-	dir := m.layout().VMStateDir(vm.Metadata.UID)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("vm %q: create: %w", vm.Metadata.Name, err)
-	}
-	r.Add(func() error { return os.RemoveAll(dir) })
-	if err := m.createDisks(ctx, vm, vm.Spec.Disks); err != nil {
-		return nil, fmt.Errorf("vm %q: create: %w", vm.Metadata.Name, err)
-	}
-	if err := m.store.save(vm); err != nil {
-		return nil, err
-	}
-	r.Success()
-	m.log.Info("vm created", "vm", vm.Metadata.Name, "uid", vm.Metadata.UID)
-	if running {
-		if err := m.Start(ctx, vm.Metadata.UID); err != nil {
-			return vm, &NotStartedError{Name: vm.Metadata.Name, UID: vm.Metadata.UID, Err: err}
-		}
-		return m.store.load(vm.Metadata.UID)
-	}
-	return vm, nil
-}
-
-// NotStartedError is a create (or apply) that made the VM but could not
-// start it: the VM exists, stopped, and the cause is Err.
-type NotStartedError struct {
-	Name, UID string
-	Err       error
-}
-
-func (e *NotStartedError) Error() string {
-	return fmt.Sprintf("vm %q was created (uid %s) but did not start: %v", e.Name, e.UID, e.Err)
-}
-
-func (e *NotStartedError) Unwrap() error { return e.Err }
-
-// checkNameFree fails closed: while any spec cannot be read, no name can
-// be said to be free (the unreadable VM may carry it).
-func (m *Manager) checkNameFree(name, exceptUID string) error {
-	vms, errs := m.store.list()
-	if len(errs) > 0 {
-		return fmt.Errorf("vm %q: cannot check that the name is free: %w", name, errors.Join(errs...))
-	}
-	for _, o := range vms {
-		if strings.EqualFold(o.Metadata.Name, name) && o.Metadata.UID != exceptUID {
-			return &ValidationError{[]*FieldError{{"metadata.name", name, fmt.Sprintf("taken by VM %s (names are unique regardless of case)", o.Metadata.UID)}}}
-		}
-	}
-	return nil
-}
-
-// ApplyResult says what Apply did.
-type ApplyResult struct {
-	VM     *VirtualMachine `json:"vm"`
-	Action string          `json:"action"` // created, configured, unchanged
-}
-
-// Apply creates or updates a VM from a decoded manifest, then brings the
-// process to spec.running.
-func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, error) {
-	Defaults(in)
-	existing, err := m.find(in.Metadata.Name)
-	if in.Metadata.UID != "" {
-		existing, err = m.store.load(strings.ToLower(in.Metadata.UID))
-	}
-	if errors.Is(err, ErrNotFound) {
-		vm, err := m.Create(ctx, in)
-		if err != nil {
-			return nil, err
-		}
-		return &ApplyResult{VM: vm, Action: "created"}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	if err := Validate(in, m.limits(ctx)); err != nil {
-		return nil, err
-	}
-	l, err := m.store.lockVM(ctx, existing.Metadata.UID)
-	if err != nil {
-		return nil, err
-	}
-	vm, err := m.store.load(existing.Metadata.UID)
-	if err != nil {
-		l.Release()
-		return nil, err
-	}
-	if !strings.EqualFold(in.Metadata.Name, vm.Metadata.Name) {
-		if err := m.checkNameFree(in.Metadata.Name, vm.Metadata.UID); err != nil {
-			l.Release()
-			return nil, err
-		}
-	}
-	// a manifest printed by `virt vm show` carries the user data masked:
-	// keep what is stored rather than write the mask
-	if err := checkUserDataMask(in.Spec.CloudInit, vm.Spec.CloudInit); err != nil {
-		l.Release()
-		return nil, err
-	}
-	if in.Spec.CloudInit != nil && in.Spec.CloudInit.UserData == redact.Mask {
-		ci := *in.Spec.CloudInit
-		ci.UserData = vm.Spec.CloudInit.UserData
-		in.Spec.CloudInit = &ci
-	}
-	res := &ApplyResult{VM: vm, Action: "unchanged"}
-	changed := !reflect.DeepEqual(in.Spec, vm.Spec) || in.Metadata.Name != vm.Metadata.Name || !reflect.DeepEqual(in.Metadata.Labels, vm.Metadata.Labels)
-	if changed {
-		if err := diskChangeAllowed(vm.Spec.Disks, in.Spec.Disks); err != nil {
-			l.Release()
-			return nil, err
-		}
-		added := in.Spec.Disks[len(vm.Spec.Disks):]
-		if err := m.createDisks(ctx, vm, added); err != nil {
-			l.Release()
-			return nil, fmt.Errorf("vm %q: apply: %w", vm.Metadata.Name, err)
-		}
-		if !reflect.DeepEqual(in.Spec, vm.Spec) {
-			vm.Metadata.Generation++
-		}
-		vm.Metadata.Name, vm.Metadata.Labels, vm.Spec = in.Metadata.Name, in.Metadata.Labels, in.Spec
-		fillMACs(vm)
-		if err := m.store.save(vm); err != nil {
-			l.Release()
-			return nil, err
-		}
-		res.Action = "configured"
-	}
-	l.Release()
-	alive := m.livePID(vm.Metadata.UID) > 0
-	switch {
-	case vm.Spec.Running && !alive:
-		err = m.Start(ctx, vm.Metadata.UID)
-	case !vm.Spec.Running && alive:
-		err = m.Stop(ctx, vm.Metadata.UID, StopOptions{Timeout: DefaultStopTimeout})
-	}
-	if err != nil {
-		return res, err
-	}
-	res.VM, err = m.store.load(vm.Metadata.UID)
-	return res, err
-}
-
-// checkUserDataMask refuses the mask that `virt vm show` prints in place
-// of user data when there is no stored user data for it to stand for: a
-// copied manifest would otherwise seed the literal text as user data.
-func checkUserDataMask(in, stored *CloudInit) error {
-	if in == nil || in.UserData != redact.Mask || (stored != nil && stored.UserData != "") {
-		return nil
-	}
-	return &ValidationError{[]*FieldError{{"spec.cloudInit.userData", redact.Mask,
-		"is the placeholder virt vm show prints for hidden user data, and this VM has none stored to keep: give the user data itself (virt vm show --show-secrets prints it)"}}}
-}
-
-// fillMACs gives every NIC without a MAC its stable generated one.
-func fillMACs(vm *VirtualMachine) {
-	for i := range vm.Spec.Network {
-		if vm.Spec.Network[i].MAC == "" {
-			vm.Spec.Network[i].MAC = MACFor(vm.Metadata.UID, i)
-		}
-	}
-}
-
-func diskChangeAllowed(old, new []Disk) error {
-	if len(new) < len(old) {
-		return &ValidationError{[]*FieldError{{"spec.disks", len(new), fmt.Sprintf("disks cannot be removed by apply (the VM has %d); detach them by deleting and recreating the VM", len(old))}}}
-	}
-	for i := range old {
-		if old[i].Name != new[i].Name || old[i].Image != new[i].Image {
-			return &ValidationError{[]*FieldError{{fmt.Sprintf("spec.disks[%d]", i), new[i].Name, "an existing disk's name and image cannot change"}}}
-		}
-	}
-	return nil
-}
 
 // lockedVM resolves ref, takes the VM's lock and reloads its spec under
 // it (another process may have changed it while we waited).
@@ -479,8 +264,8 @@ const DefaultStopTimeout = 60 * time.Second
 // StopOptions tune Stop.
 type StopOptions struct {
 	// Timeout is how long the guest gets to power off after the ACPI
-	// power button. Zero means no graceful wait at all: QEMU is told to
-	// quit at once. Callers with no opinion pass DefaultStopTimeout.
+	// power button; zero is DefaultStopTimeout (the zero StopOptions is
+	// the gentle stop). No graceful wait at all is Force.
 	Timeout time.Duration
 	// Force skips the power button: quit, then SIGKILL.
 	Force bool
@@ -495,7 +280,7 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 		return &ValidationError{[]*FieldError{{"timeout", opts.Timeout.String(), "must not be negative"}}}
 	}
 	if opts.Timeout == 0 {
-		opts.Force = true
+		opts.Timeout = DefaultStopTimeout
 	}
 	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
@@ -518,7 +303,9 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 		opts.Force = true
 	}
 	if pid > 0 && !opts.Force {
-		if err := m.qmpDo(ctx, uid, powerdown); err != nil {
+		if err := m.qmpDo(ctx, uid, powerdown); errors.Is(err, errNoGuest) {
+			m.log.Info("the guest never started; quitting", "vm", name)
+		} else if err != nil {
 			m.log.Warn("ACPI powerdown failed; will quit", "vm", name, "err", err)
 		} else if m.waitGone(ctx, pid, uid, opts.Timeout) {
 			pid = 0
@@ -545,6 +332,9 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 	return m.store.save(vm)
 }
 
+// errNoGuest: the VM never ran guest code (QEMU's prelaunch state).
+var errNoGuest = errors.New("the guest never started")
+
 // powerdown presses the ACPI power button where the guest can see it: a
 // paused guest is resumed and a guest suspended to RAM woken first.
 func powerdown(ctx context.Context, mon *qmp.Monitor) error {
@@ -553,7 +343,10 @@ func powerdown(ctx context.Context, mon *qmp.Monitor) error {
 		return err
 	}
 	switch st.Status {
-	case "paused", "prelaunch":
+	case "prelaunch":
+		// never ran: no guest OS to shut down, quit is enough
+		return errNoGuest
+	case "paused":
 		if err := mon.Cont(ctx); err != nil {
 			return fmt.Errorf("resume before powerdown: %w", err)
 		}

@@ -131,9 +131,14 @@ func (p procFS) scanQEMU() []qemuProcess {
 	for _, q := range all {
 		pids[q.PID] = true
 	}
+	argv := map[int]string{}
+	for _, q := range all {
+		argv[q.PID] = strings.Join(q.Argv, "\x00")
+	}
 	parent := map[int]bool{}
 	for _, q := range all {
-		if pids[q.PPID] {
+		// the -daemonize case: the child carries its parent's command line
+		if pids[q.PPID] && argv[q.PPID] == argv[q.PID] {
 			parent[q.PPID] = true
 		}
 	}

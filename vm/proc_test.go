@@ -257,13 +257,15 @@ func TestScanQEMUSkipsDaemonizeParent(t *testing.T) {
 	fakeProcStat(t, root, 500, "500 (qemu-system-x86) S 77 1 1 0 -1 0 0 0\n", argv...)
 	fakeProcStat(t, root, 501, "501 (qemu-system-x86) S 500 1 1 0 -1 0 0 0\n", argv...)
 	fakeProcStat(t, root, 600, "600 (qemu-system-x86) S 1 1 1 0 -1 0 0 0\n", qemuArgv("00000000-0000-4000-8000-000000000009")...)
+	// a QEMU that started another, different one is not its daemonize parent
+	fakeProcStat(t, root, 601, "601 (qemu-system-x86) S 600 1 1 0 -1 0 0 0\n", qemuArgv("00000000-0000-4000-8000-00000000000a")...)
 	got := procFS{root: root}.scanQEMU()
 	var pids []int
 	for _, p := range got {
 		pids = append(pids, p.PID)
 	}
 	sort.Ints(pids)
-	if len(pids) != 2 || pids[0] != 501 || pids[1] != 600 {
-		t.Errorf("scanQEMU: got pids %v; want [501 600] (the daemonizing parent 500 left out)", pids)
+	if len(pids) != 3 || pids[0] != 501 || pids[1] != 600 || pids[2] != 601 {
+		t.Errorf("scanQEMU: got pids %v; want [501 600 601] (only the daemonizing parent 500 left out)", pids)
 	}
 }

@@ -93,7 +93,14 @@ func (m *Manager) Peek(ref string) (*Entry, error) {
 type NotOursError struct{ Entry Entry }
 
 func (e *NotOursError) Error() string {
-	return fmt.Sprintf("vm %q: %v: it is an %s guest (pid %d), listed read-only", e.Entry.Name, ErrNotOurs, e.Entry.Class, e.Entry.PID)
+	what := e.Entry.Class + " guest"
+	if e.Entry.Source != "" {
+		what += " of " + e.Entry.Source
+	}
+	if e.Entry.PID > 0 {
+		what += fmt.Sprintf(" (pid %d)", e.Entry.PID)
+	}
+	return fmt.Sprintf("vm %q: %v: it is an %s, listed read-only", e.Entry.Name, ErrNotOurs, what)
 }
 
 // Is makes errors.Is(err, ErrNotOurs) true.

@@ -97,7 +97,9 @@ func decodeSpec(b []byte, uid string) (*VirtualMachine, error) {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return nil, errors.New("empty")
 	}
-	if bytes.HasPrefix(b, []byte(specHeader)) && !bytes.HasSuffix(b, []byte(specTrailer)) {
+	// the trailer starts a line of its own at column 0: a user-data line
+	// that reads the same sits indented inside its block scalar
+	if bytes.HasPrefix(b, []byte(specHeader)) && !bytes.HasSuffix(b, []byte("\n"+specTrailer)) {
 		return nil, errors.New("cut short (no end-of-spec line)")
 	}
 	var vm VirtualMachine
@@ -166,6 +168,9 @@ func (s store) write(vm *VirtualMachine, write func(string, []byte, os.FileMode)
 	b, err := encodeVM(vm)
 	if err != nil {
 		return fmt.Errorf("vm %q: encode: %w", vm.Metadata.Name, err)
+	}
+	if len(b) > 0 && b[len(b)-1] != '\n' {
+		b = append(b, '\n') // the JSON form ends without one
 	}
 	b = append(append([]byte(specHeader), b...), specTrailer...)
 	if err := os.MkdirAll(s.layout.VMStateDir(vm.Metadata.UID), 0o700); err != nil {
@@ -262,23 +267,31 @@ func (s store) find(ref string) (*VirtualMachine, error) {
 		}
 	}
 	vms, errs := s.list()
-	var byName *VirtualMachine
+	var byName []*VirtualMachine
 	for _, vm := range vms {
 		if strings.EqualFold(vm.Metadata.Name, ref) {
-			byName = vm
-			break
+			byName = append(byName, vm)
 		}
 	}
 	switch {
-	case byUID != nil && byName != nil && byName.Metadata.UID != byUID.Metadata.UID:
-		return nil, fmt.Errorf("vm %q: %w: it is the UID of VM %q and the name of VM %s; use the UID of the one you mean",
-			ref, ErrAmbiguous, byUID.Metadata.Name, byName.Metadata.UID)
+	case len(byName) > 1:
+		// names are unique since admission checks them under the global
+		// lock, but older versions let duplicates in
+		uids := make([]string, len(byName))
+		for i, vm := range byName {
+			uids[i] = vm.Metadata.UID
+		}
+		return nil, fmt.Errorf("vm %q: %w: %d VMs have this name (%s); use the UID of the one you mean",
+			ref, ErrAmbiguous, len(byName), strings.Join(uids, ", "))
+	case byUID != nil && len(byName) == 1 && byName[0].Metadata.UID != byUID.Metadata.UID:
+		return nil, fmt.Errorf("vm %q: %w: it is the UID of VM %q and the name of VM %s; use the name %q for the first, the UID %s for the second",
+			ref, ErrAmbiguous, byUID.Metadata.Name, byName[0].Metadata.UID, byUID.Metadata.Name, byName[0].Metadata.UID)
 	case byUID != nil:
 		return byUID, nil
-	case byName != nil:
+	case len(byName) == 1:
 		// names are unique (checked under the global lock), so an
 		// unreadable spec cannot be another VM of this name
-		return byName, nil
+		return byName[0], nil
 	case len(errs) > 0:
 		return nil, fmt.Errorf("vm %q: cannot tell whether it exists: %w", ref, errors.Join(errs...))
 	}

@@ -5,10 +5,12 @@
 package yamlcheck
 
 import (
+	"encoding"
 	"fmt"
 	"reflect"
 	"strings"
 
+	"github.com/virtcon/virtcon/internal/redact"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -52,11 +54,11 @@ func check(n *yaml.Node, t reflect.Type, path string, out *[]Problem) {
 		field = "(document)"
 	}
 	bad := func(want string) {
-		var v any = n.Value
-		if n.Kind != yaml.ScalarNode {
-			v = nodeKind(n)
-		}
-		*out = append(*out, Problem{field, v, "must be " + want})
+		*out = append(*out, Problem{field, shown(n, t, path), "must be " + want})
+	}
+	if t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler) ||
+		t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		return // the type reads itself: its own errors say what is wrong
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -74,7 +76,13 @@ func check(n *yaml.Node, t reflect.Type, path string, out *[]Problem) {
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if k.Tag == "!!merge" {
-				check(v, t, path, out)
+				if v.Kind == yaml.SequenceNode { // <<: [*a, *b]
+					for _, m := range v.Content {
+						check(m, t, path, out)
+					}
+				} else {
+					check(v, t, path, out)
+				}
 				continue
 			}
 			sub := k.Value
@@ -120,12 +128,55 @@ func check(n *yaml.Node, t reflect.Type, path string, out *[]Problem) {
 	}
 }
 
+var (
+	unmarshaler     = reflect.TypeFor[yaml.Unmarshaler]()
+	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+)
+
+// maxShown bounds the value an error repeats: errors reach logs and
+// terminals, and a value where a mapping belongs may be a whole document.
+const maxShown = 32
+
+// shown is the value a problem repeats: a scalar where a scalar belongs,
+// cut to maxShown; otherwise only what the node is ("a string"). Nothing
+// under a secret-named field (cloud-init user data, passwords) is shown.
+func shown(n *yaml.Node, t reflect.Type, path string) any {
+	scalarWanted := t.Kind() != reflect.Struct && t.Kind() != reflect.Map && t.Kind() != reflect.Slice
+	if n.Kind != yaml.ScalarNode || !scalarWanted || secretPath(path) {
+		return nodeKind(n)
+	}
+	v := n.Value
+	if r := []rune(v); len(r) > maxShown {
+		v = string(r[:maxShown]) + "…"
+	}
+	return v
+}
+
+// secretPath reports whether any element of a field path names a secret
+// or sits under cloud-init, whose every field may carry one.
+func secretPath(path string) bool {
+	for _, el := range strings.FieldsFunc(path, func(r rune) bool { return r == '.' || r == '[' || r == ']' }) {
+		if redact.IsSecretKey(el) || strings.EqualFold(el, "cloudInit") {
+			return true
+		}
+	}
+	return false
+}
+
 func nodeKind(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping"
 	case yaml.SequenceNode:
 		return "a list"
+	}
+	switch n.Tag {
+	case "!!str":
+		return "a string"
+	case "!!int", "!!float":
+		return "a number"
+	case "!!bool":
+		return "a boolean"
 	}
 	return "a scalar"
 }

@@ -1,0 +1,109 @@
+package yamlcheck
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+type level string
+
+func (l *level) UnmarshalText(b []byte) error { *l = level(b); return nil }
+
+type doc struct {
+	Name   string            `yaml:"name"`
+	Count  int               `yaml:"count"`
+	On     bool              `yaml:"on"`
+	Items  []item            `yaml:"items"`
+	Labels map[string]string `yaml:"labels"`
+	When   *time.Time        `yaml:"when"`
+	Level  level             `yaml:"level"`
+	Cloud  *cloud            `yaml:"cloudInit"`
+}
+
+type item struct {
+	Size string `yaml:"size"`
+}
+
+type cloud struct {
+	UserData string `yaml:"userData"`
+}
+
+func problems(t *testing.T, src string) []string {
+	t.Helper()
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(src), &n); err != nil {
+		t.Fatalf("yaml: %v", err)
+	}
+	var out []string
+	for _, p := range Check(&n, reflect.TypeFor[doc]()) {
+		out = append(out, fmt.Sprintf("%s|%v|%s", p.Field, p.Value, p.Msg))
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"fine", "name: a\ncount: 2\non: true\nitems: [{size: 1G}]\nlabels: {a: b}\nwhen: 2026-01-02T03:04:05Z\nlevel: warn\n", nil},
+		{"unknown field", "nmae: a\n", []string{"nmae|<nil>|unknown field"}},
+		{"case typo", "Name: a\n", []string{`Name|<nil>|unknown field (did you mean "name"?)`}},
+		{"nested unknown", "items: [{size: 1G, bus: sata}]\n", []string{"items[0].bus|<nil>|unknown field"}},
+		{"wrong scalar", "count: many\n", []string{"count|many|must be an integer"}},
+		{"YAML 1.1 boolean", "on: yes\n", []string{"on|yes|must be true or false"}},
+		{"list for a string", "name: [a]\n", []string{"name|a list|must be a string"}},
+		{"string for a list", "items: lots\n", []string{"items|a string|must be a list"}},
+		{"map value", "labels: {a: [1]}\n", []string{"labels[a]|a list|must be a string"}},
+		{"long value cut", "count: " + strings.Repeat("x", 100) + "\n", []string{"count|" + strings.Repeat("x", 32) + "…|must be an integer"}},
+		{"self-reading type", "level: [not, text]\n", nil},
+		{"merge list", "base: &b {name: a}\nextra: &e {count: 1}\n", []string{"base|<nil>|unknown field", "extra|<nil>|unknown field"}},
+		{"not a mapping", "- a\n", []string{"(document)|a list|must be a mapping"}},
+		{"null is fine", "name: ~\nitems: ~\n", nil},
+	}
+	for _, tt := range tests {
+		got := problems(t, tt.src)
+		if !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: got %q; want %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// A value that does not fit is never repeated when it may hold a secret:
+// cloud-init user data in the wrong place is a whole cloud-config.
+func TestCheckHidesSecrets(t *testing.T) {
+	t.Parallel()
+	for _, src := range []string{
+		"cloudInit: \"#cloud-config\\npassword: hunter2\"\n",
+		"cloudInit: {userData: [\"password: hunter2\"]}\n",
+	} {
+		got := problems(t, src)
+		if len(got) != 1 || strings.Contains(strings.Join(got, ""), "hunter2") {
+			t.Errorf("%q: got %q; want one problem that does not repeat the value", src, got)
+		}
+	}
+}
+
+func TestMergeList(t *testing.T) {
+	t.Parallel()
+	// <<: [*a, *b] merges two mappings; a bad key in either is found
+	src := "x: &a {name: a}\ny: &b {bad: 1}\n"
+	var n yaml.Node
+	if err := yaml.Unmarshal([]byte(src), &n); err != nil {
+		t.Fatal(err)
+	}
+	m := &yaml.Node{Kind: yaml.MappingNode, Content: []*yaml.Node{
+		{Kind: yaml.ScalarNode, Tag: "!!merge", Value: "<<"},
+		{Kind: yaml.SequenceNode, Content: []*yaml.Node{n.Content[0].Content[1], n.Content[0].Content[3]}},
+	}}
+	got := Check(m, reflect.TypeFor[doc]())
+	if len(got) != 1 || got[0].Field != "bad" {
+		t.Errorf("merge list: got %+v; want one unknown field bad", got)
+	}
+}
