@@ -157,6 +157,28 @@ func TestNetResolvesExpiredTry(t *testing.T) {
 			t.Errorf("applied.yaml %q after the rollback; want %q", b, before)
 		}
 	})
+	// a rollback that failed is not redone by every command that looks:
+	// `virt net rollback` retries it, and the lines say so
+	t.Run("rollback failed earlier", func(t *testing.T) {
+		root := t.TempDir()
+		netTestRecord(t, root, netcfg.Pending{Deadline: time.Now().Add(-time.Second), RollbackError: "restore: boom"}, before)
+		out, errOut, code := run(t, "net", "status", "--root", root)
+		if code != ExitOK || errOut != "" || !strings.Contains(out, "rolling back failed: restore: boom; run `virt net rollback` to retry") {
+			t.Errorf("net status: exit %d, stdout %q, stderr %q; want the failed rollback shown, nothing redone", code, out, errOut)
+		}
+		file := filepath.Join(root, "new.yaml")
+		writeNetFile(t, file, "apiVersion: virtcon/v1\nkind: HostNetwork\nhostname: plain\n")
+		_, errOut, code = run(t, "net", "apply", "-f", file, "--root", root)
+		if code != ExitError || !strings.Contains(errOut, "run `virt net rollback` to retry the rollback") || strings.Contains(errOut, "wait for it") {
+			t.Errorf("net apply: exit %d, stderr %q; want a refusal naming `virt net rollback`, not a wait", code, errOut)
+		}
+		if b, _ := os.ReadFile(netcfg.AppliedFile(paths.New(root))); string(b) != netTestTrial {
+			t.Errorf("applied.yaml %q; want the trial's, no rollback redone", b)
+		}
+		if p, err := netcfg.PendingTry(paths.New(root)); err != nil || p.RollbackError != "restore: boom" {
+			t.Errorf("pending try %+v, %v; want it kept with its error", p, err)
+		}
+	})
 	t.Run("before the deadline", func(t *testing.T) {
 		root := t.TempDir()
 		netTestRecord(t, root, netcfg.Pending{Deadline: time.Now().Add(time.Minute)}, before)

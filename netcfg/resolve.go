@@ -13,11 +13,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
 	"github.com/virtcon/virtcon/internal/flock"
+	"github.com/virtcon/virtcon/internal/proc"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -140,15 +140,15 @@ func (p *Pending) watchdogLiveness() (live wdLiveness, why string) {
 	}
 	gone := func(err error) bool { return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH) }
 	exited := fmt.Sprintf("its watchdog (pid %d) has exited", pid)
-	st, err := readProcStat(pid)
+	st, err := proc.ReadStat(pid)
 	switch {
 	case gone(err):
 		return wdDead, exited
 	case err != nil:
 		return wdUnknown, ""
-	case st.state == 'Z' || st.state == 'X':
+	case st.Gone():
 		return wdDead, exited
-	case p.WatchdogStart != 0 && st.start != p.WatchdogStart:
+	case p.WatchdogStart != 0 && st.Start != p.WatchdogStart:
 		return wdDead, exited + " (pid " + strconv.Itoa(pid) + " is another process now)"
 	}
 	env, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "environ"))
@@ -162,39 +162,6 @@ func (p *Pending) watchdogLiveness() (live wdLiveness, why string) {
 		return wdDead, exited + " (pid " + strconv.Itoa(pid) + " is another process now)"
 	}
 	return wdAlive, ""
-}
-
-// procStat is what /proc/PID/stat tells about a process.
-type procStat struct {
-	state byte   // R, S, D, Z, X, ...
-	start uint64 // start time in clock ticks after boot
-}
-
-func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
-	if err != nil {
-		return procStat{}, err
-	}
-	return parseProcStat(string(b))
-}
-
-// parseProcStat reads "PID (COMM) STATE PPID ... STARTTIME ...": COMM may
-// hold spaces and parentheses, so the fields start after the last ')'.
-func parseProcStat(s string) (procStat, error) {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("proc stat %q: no command name", s)
-	}
-	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); the start time is field 22.
-	if len(f) < 20 || len(f[0]) != 1 {
-		return procStat{}, fmt.Errorf("proc stat %q: too few fields", s)
-	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return procStat{}, fmt.Errorf("proc stat: start time %q: %w", f[19], err)
-	}
-	return procStat{state: f[0][0], start: start}, nil
 }
 
 // ResolvedTry is a pending try that ResolveExpiredTry rolled back (or
@@ -211,24 +178,40 @@ type ResolvedTry struct {
 	At time.Time `json:"at"`
 }
 
-// resolveLockWait bounds the wait for an apply under way: the try's own
-// caller overrunning its deadline restores the try itself.
+// ErrTryBusy: ResolveExpiredTry found the locks of the network try (or
+// of an apply) held past its wait: another virtcon process is confirming,
+// rolling back or applying right now, or hangs doing so. It means "not
+// now": nothing was done, and the caller goes on and looks again later.
+var ErrTryBusy = errors.New("the network try is busy in another virtcon process")
+
+// resolveLockWait bounds the wait for the apply lock and the try lock
+// together: their holder (an apply under way, a try's own caller
+// overrunning its deadline, `virt net rollback`, another caller resolving
+// the same try) deals with the try itself, and a front end that looks at
+// the network every few seconds must not hang behind one that hangs.
 const resolveLockWait = 10 * time.Second
 
 // ResolveExpiredTry rolls back a pending try that nobody else will: its
-// deadline has passed (or it began before the last boot) and its watchdog
-// is not alive (killed, or gone with the boot). It returns nil, nil when
-// there is no such try: none pending, one still within its deadline
-// (confirm needs no watchdog), or one whose watchdog lives or may live (a
-// live watchdog is never pre-empted; it rolls back itself). A record that
-// cannot be read is an error, and nothing is done.
+// deadline has passed (or it began before the last boot), its watchdog is
+// not alive (killed, or gone with the boot) and no rollback of it has
+// failed. It returns nil, nil when there is no such try: none pending, one
+// still within its deadline (confirm needs no watchdog), one whose
+// watchdog lives or may live (a live watchdog is never pre-empted; it
+// rolls back itself), or one whose rollback failed already (its record
+// carries RollbackError): that one is retried only by an explicit `virt
+// net rollback`, never here, since the restore that failed (links, DHCP
+// clients stopped and started again) would be redone, and fail again, on
+// every look. A record that cannot be read is an error, and nothing is
+// done.
 //
 // Every front end calls it when it looks at the network (each `virt net`
-// command, the DCUI's status screen, the boot), so that a dead watchdog
-// costs the operator a late rollback, not a lost one. It works in the
-// caller's network namespace, under the apply lock and the try lock, and
-// reads the record again under them: of two callers at once one rolls
-// back, the other finds nothing. A failed rollback returns the try and the
+// command, the DCUI's status screen, and once it exists `virt host
+// boot`), so that a dead watchdog costs the operator a late rollback, not
+// a lost one. It works in the caller's network namespace, under the apply
+// lock and the try lock, and reads the record again under them: of two
+// callers at once one rolls back, the other finds nothing. It waits for
+// the locks until ctx ends or resolveLockWait has passed, then returns
+// ErrTryBusy ("not now"). A failed rollback returns the try and the
 // error, and leaves the record with the error, for `virt net rollback`.
 func ResolveExpiredTry(ctx context.Context, log *slog.Logger, layout paths.Layout) (*ResolvedTry, error) {
 	if log == nil {
@@ -243,12 +226,16 @@ func ResolveExpiredTry(ctx context.Context, log *slog.Logger, layout paths.Layou
 	} else if _, ok := p.orphaned(time.Now()); !ok {
 		return nil, nil
 	}
-	unlockApply, err := applyLockFor(ctx, layout, resolveLockWait)
-	if err != nil {
+	lctx, cancel := context.WithTimeout(ctx, resolveLockWait)
+	defer cancel()
+	unlockApply, err := applyLockFor(lctx, layout, resolveLockWait)
+	if errors.Is(err, flock.ErrLocked) {
+		return nil, fmt.Errorf("resolve an expired network try: %w: an apply holds %w", ErrTryBusy, err)
+	} else if err != nil {
 		return nil, fmt.Errorf("resolve an expired network try: %w", err)
 	}
 	defer unlockApply()
-	unlock, err := tryLock(path)
+	unlock, err := tryLockCtx(lctx, path)
 	if err != nil {
 		return nil, fmt.Errorf("resolve an expired network try: %w", err)
 	}
@@ -285,9 +272,10 @@ func ResolveExpiredTry(ctx context.Context, log *slog.Logger, layout paths.Layou
 }
 
 // orphaned reports whether the try is due for a rollback that its
-// watchdog will not do, and why not.
+// watchdog will not do, and why not. A try whose rollback failed is not:
+// it waits for `virt net rollback` (see ResolveExpiredTry).
 func (p *Pending) orphaned(now time.Time) (string, bool) {
-	if now.Before(p.Deadline) && !p.otherBoot() {
+	if p.RollbackError != "" || (now.Before(p.Deadline) && !p.otherBoot()) {
 		return "", false
 	}
 	live, why := p.watchdogLiveness()

@@ -3,6 +3,7 @@ package netcfg
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,35 +13,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/flock"
+	"github.com/virtcon/virtcon/internal/proc"
 	"github.com/virtcon/virtcon/paths"
 )
-
-func TestParseProcStat(t *testing.T) {
-	rest := " 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 20 21"
-	tests := []struct {
-		name, in string
-		want     procStat
-		wantErr  bool
-	}{
-		{"plain", "17 (virt) S" + rest, procStat{'S', 4242}, false},
-		{"spaces and parentheses in the name", "17 (a) b (c)) Z" + rest, procStat{'Z', 4242}, false},
-		{"no name", "17 virt S" + rest, procStat{}, true},
-		{"too short", "17 (virt) S 1 2 3", procStat{}, true},
-		{"bad start time", "17 (virt) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 x 20", procStat{}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseProcStat(tt.in)
-			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Errorf("parseProcStat(%q) = %+v, %v; want %+v, error %t", tt.in, got, err, tt.want, tt.wantErr)
-			}
-		})
-	}
-	st, err := readProcStat(os.Getpid())
-	if err != nil || st.start == 0 || st.state == 0 {
-		t.Errorf("readProcStat(self) = %+v, %v; want a state and a start time", st, err)
-	}
-}
 
 // resolveTestFakeWatchdog starts a process that passes for the watchdog
 // of try id (its ID in the environment, as wdStart gives it) and returns
@@ -53,11 +29,11 @@ func resolveTestFakeWatchdog(t *testing.T, id string) (int, uint64) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	st, err := readProcStat(cmd.Process.Pid)
+	st, err := proc.ReadStat(cmd.Process.Pid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cmd.Process.Pid, st.start
+	return cmd.Process.Pid, st.Start
 }
 
 // resolveTestDeadProcess returns the PID of a process that has exited
@@ -77,7 +53,7 @@ func resolveTestDeadProcess(t *testing.T, id string) (reaped, zombie int) {
 		} else {
 			t.Cleanup(func() { _ = cmd.Wait() })
 			for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-				if st, err := readProcStat(cmd.Process.Pid); err == nil && st.state == 'Z' {
+				if st, err := proc.ReadStat(cmd.Process.Pid); err == nil && st.State == 'Z' {
 					break
 				}
 				if time.Now().After(deadline) {
@@ -164,8 +140,16 @@ func TestResolveExpiredTry(t *testing.T) {
 		{"expired, watchdog exited", func(int, uint64) *Pending {
 			return &Pending{Deadline: past, WatchdogPID: 0x3fffff, BootID: tryBootID()}
 		}, true, "has exited"},
+		// a failed rollback is retried by `virt net rollback` only, never
+		// by whoever looks at the network (each look would redo it)
 		{"expired, watchdog's rollback failed and it gave up", func(int, uint64) *Pending {
 			return &Pending{Deadline: past, BootID: tryBootID(), RollbackError: "restore: boom"}
+		}, false, ""},
+		{"from an earlier boot, its rollback failed", func(int, uint64) *Pending {
+			return &Pending{Deadline: past, BootID: "another-boot", RollbackError: "restore: boom"}
+		}, false, ""},
+		{"expired, no watchdog", func(int, uint64) *Pending {
+			return &Pending{Deadline: past, BootID: tryBootID()}
 		}, true, "has no watchdog"},
 		{"from an earlier boot, before its deadline", func(live int, start uint64) *Pending {
 			return &Pending{Deadline: future, WatchdogPID: live, WatchdogStart: start, BootID: "another-boot"}
@@ -241,6 +225,137 @@ func TestResolveExpiredTryOnce(t *testing.T) {
 	}
 	if resolved != 1 {
 		t.Errorf("%d callers rolled the try back; want exactly 1", resolved)
+	}
+}
+
+// A rollback that fails is recorded, and not redone by the next look at
+// the network (each `virt net` command, each status refresh of the DCUI
+// every 5 s would restore links and stop and start DHCP clients again):
+// only `virt net rollback` retries it.
+func TestResolveExpiredTryFailedRollbackNotRetried(t *testing.T) {
+	layout := paths.New(t.TempDir())
+	p := &Pending{Deadline: time.Now().Add(-time.Second), BootID: tryBootID()}
+	resolveTestRecord(t, layout, p, "")
+	p.Applied = nil // the rollback removes applied.yaml ...
+	if err := tryWrite(PendingPath(layout), p); err != nil {
+		t.Fatal(err)
+	}
+	// ... which it cannot: a directory that is not empty
+	applied := AppliedFile(layout)
+	if err := os.Remove(applied); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(applied, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var logs resolveTestLogs
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	r, err := ResolveExpiredTry(context.Background(), log, layout)
+	if r == nil || err == nil {
+		t.Fatalf("first ResolveExpiredTry = %+v, %v; want the try and the failed rollback's error", r, err)
+	}
+	cur, err := PendingTry(layout)
+	if err != nil || cur.RollbackError == "" {
+		t.Fatalf("record after the failed rollback: %+v, %v; want it kept with RollbackError", cur, err)
+	}
+	attempts := logs.count("rolling back")
+	for i := range 3 {
+		if r, err := ResolveExpiredTry(context.Background(), log, layout); r != nil || err != nil {
+			t.Errorf("look %d after the failed rollback: ResolveExpiredTry = %+v, %v; want nothing done", i+2, r, err)
+		}
+	}
+	if n := logs.count("rolling back"); n != attempts {
+		t.Errorf("the rollback ran %d more times after it failed; want none:\n%s", n-attempts, logs.String())
+	}
+	if again, err := PendingTry(layout); err != nil || again.RollbackError != cur.RollbackError {
+		t.Errorf("record now %+v, %v; want it as the failed rollback left it", again, err)
+	}
+	// the explicit retry still runs, and succeeds once the cause is gone
+	if err := os.RemoveAll(applied); err != nil {
+		t.Fatal(err)
+	}
+	if err := Rollback(context.Background(), layout); err != nil {
+		t.Fatalf("virt net rollback after the cause is fixed: %v", err)
+	}
+	if _, err := PendingTry(layout); !errors.Is(err, ErrNoPendingTry) {
+		t.Errorf("PendingTry after the explicit rollback: %v; want ErrNoPendingTry", err)
+	}
+}
+
+// resolveTestLogs collects log lines from any goroutine.
+type resolveTestLogs struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *resolveTestLogs) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(b)
+}
+
+func (l *resolveTestLogs) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *resolveTestLogs) count(s string) int { return strings.Count(l.String(), s) }
+
+// While another process holds the try lock (a `virt net rollback` that
+// hangs) or the apply lock, ResolveExpiredTry gives up when its context
+// ends, with ErrTryBusy, and touches nothing: a status screen that looks
+// every few seconds must not hang behind it.
+func TestResolveExpiredTryBusy(t *testing.T) {
+	tests := []struct {
+		name string
+		lock func(paths.Layout) string
+	}{
+		{"try lock held", func(l paths.Layout) string { return filepath.Join(l.NetworkDir(), "pending.lock") }},
+		{"apply lock held", func(l paths.Layout) string { return filepath.Join(l.RunDir(), "locks", "network-apply.lock") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			layout := paths.New(t.TempDir())
+			resolveTestRecord(t, layout, &Pending{Deadline: time.Now().Add(-time.Second), BootID: tryBootID()}, "# before\n")
+			held, err := flock.Acquire(context.Background(), tt.lock(layout))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer held.Release()
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			defer cancel()
+			type result struct {
+				r   *ResolvedTry
+				err error
+			}
+			done := make(chan result, 1)
+			start := time.Now()
+			go func() { r, err := ResolveExpiredTry(ctx, nil, layout); done <- result{r, err} }()
+			var got result
+			select {
+			case got = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("ResolveExpiredTry still waits for the lock 5s after its context ended")
+			}
+			if got.r != nil || !errors.Is(got.err, ErrTryBusy) {
+				t.Errorf("ResolveExpiredTry = %+v, %v; want nothing done and ErrTryBusy", got.r, got.err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("ResolveExpiredTry took %v with a 200ms context", took)
+			}
+			if b, _ := os.ReadFile(AppliedFile(layout)); string(b) != "# the trial\n" {
+				t.Errorf("applied.yaml %q; want the trial's, untouched", b)
+			}
+			if _, err := PendingTry(layout); err != nil {
+				t.Errorf("PendingTry: %v; want the try still pending", err)
+			}
+			// once the holder lets go, the next look rolls it back
+			held.Release()
+			if r, err := ResolveExpiredTry(context.Background(), nil, layout); r == nil || err != nil {
+				t.Errorf("ResolveExpiredTry after the lock is free = %+v, %v; want the try rolled back", r, err)
+			}
+		})
 	}
 }
 

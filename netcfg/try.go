@@ -14,10 +14,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"syscall"
 	"time"
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
+	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -519,27 +519,24 @@ func tryRemove(path string) error {
 
 // tryLock serialises Try, Confirm, Rollback and the watchdog's rollback
 // with an flock beside the record; it is released when the file closes,
-// so also when its holder dies.
+// so also when its holder dies. It waits as long as the holder takes;
+// tryLockCtx gives up when its context ends.
 func tryLock(recordPath string) (unlock func(), err error) {
-	dir := filepath.Dir(recordPath)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	return tryLockCtx(context.Background(), recordPath)
+}
+
+// tryLockCtx is tryLock polled until ctx ends (internal/flock.Acquire):
+// then it fails with ErrTryBusy, since another virtcon process is at the
+// try (confirming, rolling back, or hung doing so).
+func tryLockCtx(ctx context.Context, recordPath string) (unlock func(), err error) {
+	l, err := flock.Acquire(ctx, filepath.Join(filepath.Dir(recordPath), "pending.lock"))
+	switch {
+	case errors.Is(err, flock.ErrLocked):
+		return nil, fmt.Errorf("lock pending try: %w: %w", ErrTryBusy, err)
+	case err != nil:
 		return nil, fmt.Errorf("lock pending try: %w", err)
 	}
-	f, err := os.OpenFile(filepath.Join(dir, "pending.lock"), os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("lock pending try: %w", err)
-	}
-	for {
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
-		if !errors.Is(err, syscall.EINTR) {
-			break
-		}
-	}
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("lock pending try: %w", err)
-	}
-	return func() { f.Close() }, nil
+	return func() { _ = l.Release() }, nil
 }
 
 func tryNewID() (string, error) {

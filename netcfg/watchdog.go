@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/proc"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -232,8 +233,8 @@ func wdStart(log *slog.Logger, layout paths.Layout, path, id string) (int, uint6
 	pid := cmd.Process.Pid
 	// Read before the reaper can run: the PID is ours until it is reaped.
 	var started uint64
-	if st, err := readProcStat(pid); err == nil {
-		started = st.start
+	if st, err := proc.ReadStat(pid); err == nil {
+		started = st.Start
 	}
 	go func() { _ = cmd.Wait() }() // reap it if it ends while we live
 

@@ -1,0 +1,68 @@
+// Package proc reads what Linux's /proc says about a process, so that a
+// record naming a process (a network try's watchdog, the web terminal)
+// can tell that process from a later one given the same PID: a PID is
+// reused, a PID with its start time within one boot is not. It only
+// reads; it never signals or changes a process.
+package proc
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Stat is what /proc/PID/stat tells about a process.
+type Stat struct {
+	// State is field 3: R, S, D, Z (zombie), X (dead), ...
+	State byte
+	// Start is field 22, the start time in clock ticks after boot: with
+	// the boot ID it tells a process from a later one with its PID.
+	Start uint64
+}
+
+// Gone reports whether the process has exited (a zombie waits only to
+// be reaped).
+func (s Stat) Gone() bool { return s.State == 'Z' || s.State == 'X' }
+
+// ReadStat reads /proc/PID/stat. A process that does not exist gives an
+// error that errors.Is(err, fs.ErrNotExist) (or ESRCH, when it exits
+// while being read).
+func ReadStat(pid int) (Stat, error) {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "stat"))
+	if err != nil {
+		return Stat{}, err
+	}
+	return ParseStat(string(b))
+}
+
+// ParseStat reads "PID (COMM) STATE PPID ... STARTTIME ...": COMM may
+// hold spaces and parentheses, so the fields start after the last ')'.
+func ParseStat(s string) (Stat, error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return Stat{}, fmt.Errorf("proc stat %q: no command name", s)
+	}
+	f := strings.Fields(s[i+1:])
+	// f[0] is field 3 (state); the start time is field 22.
+	if len(f) < 20 || len(f[0]) != 1 {
+		return Stat{}, fmt.Errorf("proc stat %q: too few fields", s)
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64)
+	if err != nil {
+		return Stat{}, fmt.Errorf("proc stat: start time %q: %w", f[19], err)
+	}
+	return Stat{State: f[0][0], Start: start}, nil
+}
+
+// BootID is this boot's ID (/proc/sys/kernel/random/boot_id), "" when it
+// cannot be read: a start time means nothing in another boot.
+func BootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
+}

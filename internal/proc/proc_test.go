@@ -1,0 +1,64 @@
+package proc
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"os/exec"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	rest := " 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 4242 20 21"
+	tests := []struct {
+		name, in string
+		want     Stat
+		wantErr  bool
+	}{
+		{"plain", "17 (virt) S" + rest, Stat{'S', 4242}, false},
+		{"spaces and parentheses in the name", "17 (a) b (c)) Z" + rest, Stat{'Z', 4242}, false},
+		{"no name", "17 virt S" + rest, Stat{}, true},
+		{"too short", "17 (virt) S 1 2 3", Stat{}, true},
+		{"state of two letters", "17 (virt) SS" + rest, Stat{}, true},
+		{"bad start time", "17 (virt) S 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 x 20", Stat{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseStat(tt.in)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("ParseStat(%q) = %+v, %v; want %+v, error %t", tt.in, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestReadStat(t *testing.T) {
+	st, err := ReadStat(os.Getpid())
+	if err != nil || st.Start == 0 || st.State == 0 || st.Gone() {
+		t.Errorf("ReadStat(self) = %+v, %v; want a live state and a start time", st, err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("needs true(1) for a pid that is gone: %v", err)
+	}
+	if _, err := ReadStat(cmd.Process.Pid); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadStat(reaped pid %d) = %v; want fs.ErrNotExist", cmd.Process.Pid, err)
+	}
+}
+
+func TestGone(t *testing.T) {
+	for state, want := range map[byte]bool{'R': false, 'S': false, 'D': false, 'Z': true, 'X': true} {
+		if got := (Stat{State: state}).Gone(); got != want {
+			t.Errorf("Stat{State: %q}.Gone() = %t; want %t", state, got, want)
+		}
+	}
+}
+
+func TestBootID(t *testing.T) {
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		t.Skipf("no boot id here: %v", err)
+	}
+	if id := BootID(); len(id) != 36 {
+		t.Errorf("BootID() = %q; want a UUID", id)
+	}
+}
