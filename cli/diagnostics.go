@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/virtcon/virtcon/diag"
-	"github.com/virtcon/virtcon/hostinfo"
 )
 
 func newDiagnosticsCmd(env *Env) *cobra.Command {
@@ -24,12 +23,10 @@ Here -o/--output names the bundle file, not an output format.`,
 			if out == "" {
 				out = diag.FileName(time.Now())
 			}
-			ctx := cmd.Context()
 			// The same parts the DCUI's Diagnostics screen writes; the CLI
-			// runs the KVM probe afresh (nil Probe), as `virt host check` does.
-			parts := diag.HostParts(hostinfo.CheckOptions{Options: env.hostOptions()})
+			// runs the KVM probe afresh, as `virt host check` does.
 			fmt.Fprintf(env.IO.ErrOut, "collecting diagnostics…\n")
-			names, err := diag.Write(ctx, env.Logger, out, parts)
+			names, err := env.Host().Diag.Write(cmd.Context(), out, true)
 			if err != nil {
 				return err
 			}

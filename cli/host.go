@@ -21,17 +21,13 @@ func newHostCmd(env *Env) *cobra.Command {
 	return cmd
 }
 
-func (e *Env) hostOptions() hostinfo.Options {
-	return hostinfo.Options{Root: e.HostRoot, Logger: e.Logger}
-}
-
 func newHostInfoCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
 		Use:   "info",
 		Short: "Show the hardware inventory: CPU, memory, NUMA, hugepages, PCI, GPUs, NICs, disks, KVM, IOMMU",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			inv, err := hostinfo.Collect(cmd.Context(), env.hostOptions())
+			inv, err := env.Host().Info.Inventory(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -51,18 +47,10 @@ accel: auto will use. The KVM probe really runs guest code in a child process
 with a hard timeout. Exit code 3 when any check FAILs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			inv, err := hostinfo.Collect(ctx, env.hostOptions())
+			// a fresh probe, whose verdict the core remembers for this boot
+			_, rep, err := env.Host().Info.Check(cmd.Context(), hostinfo.CheckRequest{Fresh: true, ProbeTimeout: timeout})
 			if err != nil {
 				return err
-			}
-			rep := hostinfo.RunChecks(ctx, inv, hostinfo.CheckOptions{Options: env.hostOptions(), ProbeTimeout: timeout})
-			if env.HostRoot == "/" && inv.OS.BootID != "" {
-				// Remember the verdict for this boot so VM starts skip the probe.
-				c := hostinfo.AccelCache{BootID: inv.OS.BootID, Acceleration: rep.Acceleration, Reason: rep.AccelerationReason, CheckedAt: time.Now().UTC(), Probe: rep.Probe}
-				if err := hostinfo.SaveAccelCache(env.Layout().AccelCacheFile(), c); err != nil {
-					env.Logger.Debug("acceleration verdict not cached", "err", err)
-				}
 			}
 			if err := render(env.IO.Out, env.Output, rep, func(w io.Writer) error { return env.writeReport(w, rep) }); err != nil {
 				return err

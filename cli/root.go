@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/paths"
@@ -30,10 +31,20 @@ type Env struct {
 	LogLevel string
 	NoColor  bool
 	Logger   *slog.Logger
+
+	host *host.Host // built on first use, after the flags are read
 }
 
 // Layout is virtcon's own file layout under --root.
 func (e *Env) Layout() paths.Layout { return paths.New(e.Root) }
+
+// Host is the core's services for --root and --host-root, built once.
+func (e *Env) Host() *host.Host {
+	if e.host == nil {
+		e.host = host.New(host.Options{Layout: e.Layout(), HostRoot: e.HostRoot, Logger: e.Logger})
+	}
+	return e.host
+}
 
 // Main runs `virt` with the process's arguments and returns the exit code.
 func Main() int {

@@ -16,9 +16,7 @@ import (
 	"golang.org/x/term"
 )
 
-func (e *Env) vms() *vm.Manager {
-	return vm.NewManager(vm.Options{Layout: e.Layout(), Logger: e.Logger, HostRoot: e.HostRoot})
-}
+func (e *Env) vms() *vm.Manager { return e.Host().VMs }
 
 // vmNames completes VM names.
 func vmNames(env *Env) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {

@@ -74,3 +74,12 @@ func run(ctx context.Context, log *slog.Logger, a Action) error {
 	}
 	return nil
 }
+
+// Service does power actions on the live host.
+type Service struct{ log *slog.Logger }
+
+// NewService returns the power service.
+func NewService(log *slog.Logger) *Service { return &Service{log: log} }
+
+// Do syncs the file systems and reboots or powers off the host.
+func (s *Service) Do(ctx context.Context, a Action) error { return run(ctx, s.log, a) }

@@ -1,0 +1,74 @@
+// Package host is the composition root: it builds, from one layout and
+// one host root, the services every face of virtcon calls (the CLI, the
+// DCUI, the web terminal, the agent). A rule lives in the service that
+// owns it; this package only wires them and holds no wording of a face.
+// It imports neither cobra nor Bubble Tea.
+package host
+
+import (
+	"log/slog"
+
+	"github.com/virtcon/virtcon/auth"
+	"github.com/virtcon/virtcon/diag"
+	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/netcfg"
+	"github.com/virtcon/virtcon/paths"
+	"github.com/virtcon/virtcon/power"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// Options configure the services.
+type Options struct {
+	// Layout is virtcon's own files (--root).
+	Layout paths.Layout
+	// HostRoot is where /proc, /sys and /dev are read ("" or "/": live).
+	HostRoot string
+	// Logger receives the services' logs; nil discards them.
+	Logger *slog.Logger
+}
+
+// Host holds the services. They are cheap to build (no I/O happens until
+// a call), safe for concurrent use, and hold no state between calls that
+// is not in files or processes.
+type Host struct {
+	Layout   paths.Layout
+	HostRoot string
+	Log      *slog.Logger
+
+	// VMs runs the VMs: QEMU processes driven over QMP.
+	VMs *vm.Manager
+	// Net is the host network: network.yaml, applied with try/confirm/rollback.
+	Net *netcfg.Service
+	// Info inspects the host: inventory, checks, the KVM verdict.
+	Info *hostinfo.Assessor
+	// Power reboots or powers off the host.
+	Power *power.Service
+	// Diag writes support bundles.
+	Diag *diag.Service
+}
+
+// New builds the services for opts.
+func New(opts Options) *Host {
+	if opts.HostRoot == "" {
+		opts.HostRoot = "/"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	info := hostinfo.NewAssessor(hostinfo.Options{Root: opts.HostRoot, Logger: opts.Logger}, opts.Layout.AccelCacheFile())
+	h := &Host{
+		Layout: opts.Layout, HostRoot: opts.HostRoot, Log: opts.Logger,
+		Info: info,
+		Net:  netcfg.NewService(opts.Layout, opts.Logger),
+		VMs:  vm.NewManager(vm.Options{Layout: opts.Layout, Logger: opts.Logger, HostRoot: opts.HostRoot}),
+		Power: power.NewService(opts.Logger),
+	}
+	h.Diag = diag.NewService(opts.Layout, opts.Logger, info)
+	return h
+}
+
+// Auth returns the PAM authenticator of a face that logs users in (the
+// DCUI, the web terminal), with that face's service, group and helper.
+func (h *Host) Auth(opts auth.Options) *auth.Authenticator {
+	return auth.New(h.Layout, h.Log, opts)
+}
