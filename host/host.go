@@ -58,9 +58,9 @@ func New(opts Options) *Host {
 	info := hostinfo.NewAssessor(hostinfo.Options{Root: opts.HostRoot, Logger: opts.Logger}, opts.Layout.AccelCacheFile())
 	h := &Host{
 		Layout: opts.Layout, HostRoot: opts.HostRoot, Log: opts.Logger,
-		Info: info,
-		Net:  netcfg.NewService(opts.Layout, opts.Logger),
-		VMs:  vm.NewManager(vm.Options{Layout: opts.Layout, Logger: opts.Logger, HostRoot: opts.HostRoot}),
+		Info:  info,
+		Net:   netcfg.NewService(opts.Layout, opts.Logger),
+		VMs:   vm.NewManager(vm.Options{Layout: opts.Layout, Logger: opts.Logger, HostRoot: opts.HostRoot}),
 		Power: power.NewService(opts.Logger),
 	}
 	h.Diag = diag.NewService(opts.Layout, opts.Logger, info)
