@@ -32,6 +32,7 @@ import (
 	"github.com/virtcon/virtcon/tui/tuitest"
 	"github.com/virtcon/virtcon/tui/vms"
 	"github.com/virtcon/virtcon/vm"
+	"github.com/virtcon/virtcon/webterm"
 )
 
 // These tests build the real app with the real screens, wired by
@@ -231,8 +232,8 @@ func statusSources() status.Sources {
 				{Iface: "eno1", Prefix: netip.MustParsePrefix("2001:db8::5/64")},
 			}, nil
 		},
-		WebTerminal: func() (*status.WebTerminal, error) {
-			return &status.WebTerminal{Listen: "[::]:8443", PID: 9090,
+		WebTerminal: func() (*webterm.Record, error) {
+			return &webterm.Record{Listen: "[::]:8443", PID: 9090,
 				CertSHA256: "3A:5F:9C:01:7E:44:B2:D8:0C:61:AF:93:25:E8:7B:4D:10:C2:9E:58:F6:3B:A7:11:D4:82:6E:0F:B9:5A:C3:27",
 				URLs:       []string{"https://192.168.10.5:8443/", "https://[2001:db8::5]:8443/"}}, nil
 		},

@@ -11,6 +11,7 @@ import (
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/vm"
+	"github.com/virtcon/virtcon/webterm"
 )
 
 // LiveSources reads the real host: state under layout, /proc and /sys
@@ -31,7 +32,7 @@ func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources
 			return netcfg.ResolveExpiredTry(ctx, log, layout)
 		},
 		Addresses:   InterfaceAddrs,
-		WebTerminal: func() (*WebTerminal, error) { return ReadWebTerminal(layout) },
+		WebTerminal: func() (*webterm.Record, error) { return webterm.Read(layout) },
 		Usage:       func() (hostinfo.Usage, error) { return hostinfo.SampleUsage(hostRoot) },
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/virtcon/virtcon/tui/styles"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/vm"
+	"github.com/virtcon/virtcon/webterm"
 )
 
 // Addr is one management address.
@@ -49,8 +50,8 @@ type Sources struct {
 	// Addresses lists the addresses of the up, non-loopback interfaces.
 	Addresses func() ([]Addr, error)
 	// WebTerminal returns the running web terminal's record (its URLs),
-	// nil when none runs: ReadWebTerminal, never a port that listens.
-	WebTerminal func() (*WebTerminal, error)
+	// nil when none runs: webterm.Read, never a port that listens.
+	WebTerminal func() (*webterm.Record, error)
 	// Usage samples CPU and memory use (hostinfo.SampleUsage); called
 	// every second for the load sparklines.
 	Usage func() (hostinfo.Usage, error)
@@ -80,7 +81,7 @@ type (
 		addrs    []Addr
 		pending  *netcfg.Pending
 		resolved *netcfg.ResolvedTry // rolled back by this load
-		web      *WebTerminal
+		web      *webterm.Record
 		err      error
 	}
 	usageMsg struct {
@@ -116,7 +117,7 @@ type Model struct {
 	// resolved is the last expired change on trial this screen rolled
 	// back, shown until another change is on trial.
 	resolved *netcfg.ResolvedTry
-	web      *WebTerminal // running, from its record; nil: none
+	web      *webterm.Record // running, from its record; nil: none
 	netErr   error
 
 	// The load sparklines: the previous raw sample (CPU use is a
@@ -471,7 +472,7 @@ func (m *Model) managementLines() []string {
 		}
 		url := ""
 		if m.web != nil && !a.Prefix.Addr().IsLinkLocalUnicast() {
-			url = m.clean(m.web.urlFor(a.Prefix.Addr()))
+			url = m.clean(webURLFor(m.web, a.Prefix.Addr()))
 		}
 		lines = append(lines, strings.TrimRight(fmt.Sprintf("  %-8s %-28s %s", m.clean(a.Iface), a.Prefix, url), " "))
 	}
@@ -488,7 +489,7 @@ func (m *Model) webLine(addrs []Addr) string {
 	}
 	shown := map[string]bool{}
 	for _, a := range addrs {
-		shown[m.web.urlFor(a.Prefix.Addr())] = true
+		shown[webURLFor(m.web, a.Prefix.Addr())] = true
 	}
 	var where []string
 	for _, u := range m.web.URLs {

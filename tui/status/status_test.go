@@ -22,6 +22,7 @@ import (
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/tui/tuitest"
 	"github.com/virtcon/virtcon/vm"
+	"github.com/virtcon/virtcon/webterm"
 )
 
 var fixedNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
@@ -63,7 +64,7 @@ func fakeSources() Sources {
 				{"eno1", netip.MustParsePrefix("2001:db8::5/64")},
 			}, nil
 		},
-		WebTerminal: func() (*WebTerminal, error) { return fakeWebTerminal(), nil },
+		WebTerminal: func() (*webterm.Record, error) { return fakeWebTerminal(), nil },
 		Usage:       fakeUsage(),
 	}
 }

@@ -13,13 +13,15 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/virtcon/virtcon/internal/proc"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/webterm"
 )
 
 // fakeWebTerminal is a running web terminal's record for the screen tests.
-func fakeWebTerminal() *WebTerminal {
-	return &WebTerminal{Listen: "[::]:8443", PID: os.Getpid(),
+func fakeWebTerminal() *webterm.Record {
+	return &webterm.Record{Listen: "[::]:8443", PID: os.Getpid(),
 		URLs:       []string{"https://192.168.10.5:8443/", "https://[2001:db8::5]:8443/", "https://esx-lab-01:8443/"},
 		CertSHA256: "3A:5F:9C:01:7E:44:B2:D8:0C:61:AF:93:25:E8:7B:4D:10:C2:9E:58:F6:3B:A7:11:D4:82:6E:0F:B9:5A:C3:27"}
 }
@@ -47,25 +49,31 @@ func hostRoot(t *testing.T) string {
 
 func writeRecord(t *testing.T, layout paths.Layout, data string) {
 	t.Helper()
-	if err := os.MkdirAll(filepath.Dir(layout.WebtermRecordFile()), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(layout.WebtermRecordFile()), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(layout.WebtermRecordFile(), []byte(data), 0o644); err != nil {
+	if err := os.WriteFile(layout.WebtermRecordFile(), []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// goneProcess is the pid of a process that has exited.
-func goneProcess(t *testing.T) int {
+// goneProcess is the pid and start time of a process that has exited.
+func goneProcess(t *testing.T) (int, uint64) {
 	t.Helper()
-	cmd := exec.Command("true")
-	if err := cmd.Run(); err != nil {
-		t.Skipf("needs true(1) to make a pid that is gone: %v", err)
+	cmd := exec.Command("sleep", "300")
+	if err := cmd.Start(); err != nil {
+		t.Skipf("needs sleep(1) to make a pid that is gone: %v", err)
 	}
-	return cmd.Process.Pid
+	st, err := proc.ReadStat(cmd.Process.Pid)
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cmd.Process.Pid, st.Start
 }
 
-func recordJSON(t *testing.T, w WebTerminal) string {
+func recordJSON(t *testing.T, w webterm.Record) string {
 	t.Helper()
 	b, err := json.Marshal(w)
 	if err != nil {
@@ -75,31 +83,45 @@ func recordJSON(t *testing.T, w WebTerminal) string {
 }
 
 // TestWebTerminalByRecordNotPort: the status screen shows the web
-// terminal's URLs only from the web terminal's own runtime record with a
-// live pid. Another process listening on 8443 shows none; neither does a
-// stale record or one that cannot be read.
+// terminal's URLs only from the web terminal's own runtime record
+// (webterm.Write) naming a live process. Another process listening on
+// 8443 shows none; neither does a stale record (its process gone, or its
+// PID now another process's) or one that cannot be read.
 func TestWebTerminalByRecordNotPort(t *testing.T) {
 	live := *fakeWebTerminal()
 	stale := live
-	stale.PID = goneProcess(t)
+	stale.PID, stale.PIDStart = goneProcess(t)
+	self, err := proc.ReadStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	reused := live // this process's PID, but started at another time
+	reused.PIDStart = self.Start + 1
 	tests := []struct {
 		name    string
-		record  string // "" for none
+		record  string // "" for none, "write" for webterm.Write's
 		urls    bool
 		wantErr bool
 		want    []string
 	}{
 		{"a process listens on 8443, no record", "", false, false, []string{"web terminal not running: use SSH or this console"}},
-		{"record with a live pid", recordJSON(t, live), true, false,
+		{"record of a live web terminal", "write", true, false,
 			[]string{"https://192.168.10.5:8443/", "https://[2001:db8::5]:8443/", "web terminal https://esx-lab-01:8443/  cert 3A:5F:9C:01:7E:44:B2:D8..."}},
 		{"record of a process that is gone", recordJSON(t, stale), false, false, []string{"web terminal not running"}},
+		{"record whose pid is another process now", recordJSON(t, reused), false, false, []string{"web terminal not running"}},
 		{"record that is not JSON", "{half", false, true, []string{"web terminal not running"}},
 		{"record without a pid", `{"urls":["https://192.168.10.5:8443/"]}`, false, true, []string{"web terminal not running"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			layout := paths.New(t.TempDir())
-			if tt.record != "" {
+			switch tt.record {
+			case "":
+			case "write":
+				if err := webterm.Write(layout, live); err != nil {
+					t.Fatal(err)
+				}
+			default:
 				writeRecord(t, layout, tt.record)
 			}
 			src := LiveSources(layout, hostRoot(t), slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -141,8 +163,8 @@ func TestWebTerminalURLFor(t *testing.T) {
 		"10.0.0.1":            "",
 	}
 	for in, want := range tests {
-		if got := w.urlFor(netip.MustParseAddr(in)); got != want {
-			t.Errorf("urlFor(%s) = %q; want %q", in, got, want)
+		if got := webURLFor(w, netip.MustParseAddr(in)); got != want {
+			t.Errorf("webURLFor(%s) = %q; want %q", in, got, want)
 		}
 	}
 }
