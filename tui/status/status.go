@@ -1,12 +1,17 @@
 // Package status is the DCUI's status screen, shown without login: what
 // the host is, how to reach it, whether it can run VMs, what runs on it
-// and whether a network change is on trial. It only reads; every read is a
-// tea.Cmd through an injected Sources, so Update never blocks and tests
-// never touch the host.
+// and whether a network change is on trial. It reads, with one exception:
+// a network change on trial whose deadline passed while its watchdog is
+// dead is rolled back (netcfg.ResolveExpiredTry), which is what the
+// watchdog should have done, back to the known-good configuration from
+// before the trial; so it happens even logged out or read-only. Every
+// read is a tea.Cmd through an injected Sources, so Update never blocks
+// and tests never touch the host.
 package status
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -64,7 +69,11 @@ const (
 	fastEvery   = 5
 	hostEvery   = 60
 	loadTimeout = 30 * time.Second
-	maxAddrs    = 3
+	// resolveTimeout bounds the wait of a network load for another
+	// process at the network try (a `virt net rollback` that hangs): the
+	// addresses and the web terminal line of the same load stay current.
+	resolveTimeout = 3 * time.Second
+	maxAddrs       = 3
 )
 
 type (
@@ -209,10 +218,13 @@ func (m *Model) loadNet() tea.Cmd {
 			msg.addrs, msg.err = src.Addresses()
 		}
 		if src.ResolveExpiredTry != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+			ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
 			r, err := src.ResolveExpiredTry(ctx)
 			cancel()
 			switch {
+			case errors.Is(err, netcfg.ErrTryBusy):
+				// not now: another process is at the try (a rollback,
+				// a confirm, an apply); the next load looks again
 			case err != nil && msg.err == nil:
 				msg.err = err // a failed rollback: PendingTry shows its error
 			case err == nil:
@@ -303,12 +315,13 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 	case vmsMsg:
 		m.vmsBusy, m.vmsLoaded = false, true
-		m.vmErr = msg.err
-		if msg.err == nil {
-			m.vms = msg.vms
-		} else if m.c.Logger != nil {
+		// vm.Manager.List gives the rows with the error of a spec it
+		// cannot read (an UNREADABLE row): the counts still hold. The
+		// error is logged once while it stays the same (a load every 5 s).
+		if msg.err != nil && m.c.Logger != nil && (m.vmErr == nil || m.vmErr.Error() != msg.err.Error()) {
 			m.c.Logger.Warn("status: vms", "err", msg.err)
 		}
+		m.vms, m.vmErr = msg.vms, msg.err
 	case netMsg:
 		m.netBusy, m.netLoaded = false, true
 		m.addrs, m.pending, m.web, m.netErr = msg.addrs, msg.pending, msg.web, msg.err
@@ -689,13 +702,19 @@ func (m *Model) vmLine() string {
 	switch {
 	case !m.vmsLoaded:
 		return m.loading()
-	case m.vmErr != nil:
+	case m.vmErr != nil && m.vms == nil:
 		return s.Badgef(styles.Unknown) + " unavailable: " + m.clean(m.vmErr.Error())
 	case len(m.vms) == 0:
 		return "none defined"
 	}
 	byPhase := map[string]int{}
+	unreadable := 0
 	for _, e := range m.vms {
+		if e.Class == vm.ClassUnreadable {
+			// its phase is unknown: told apart, first, not counted as one
+			unreadable++
+			continue
+		}
 		p := e.Phase
 		if p == "" {
 			p = strings.ToLower(e.Class)
@@ -717,8 +736,26 @@ func (m *Model) vmLine() string {
 	for _, p := range rest {
 		parts = append(parts, fmt.Sprintf("%d %s", byPhase[p], strings.ToLower(p)))
 	}
-	line := strings.Join(parts, ", ") + fmt.Sprintf(" (%d total)", len(m.vms))
-	if byPhaseBad := m.countPhases(vm.PhaseError, vm.PhaseUnresponsive); byPhaseBad > 0 {
+	total := fmt.Sprintf("(%d total)", len(m.vms))
+	line := total
+	if len(parts) > 0 {
+		line = strings.Join(parts, ", ") + " " + total
+	}
+	switch {
+	case unreadable > 0:
+		// first, so that a narrow screen cuts the counts, not the problem
+		sep := "; "
+		if len(parts) == 0 {
+			sep = " "
+		}
+		line = plural(unreadable, "VM") + " unreadable (see VMs)" + sep + line
+	case m.vmErr != nil:
+		line += "; list incomplete: " + m.clean(m.vmErr.Error())
+	}
+	switch {
+	case unreadable > 0:
+		line = s.Badgef(styles.Failure) + " " + line
+	case m.vmErr != nil || m.countPhases(vm.PhaseError, vm.PhaseUnresponsive) > 0:
 		line = s.Badgef(styles.Warning) + " " + line
 	}
 	return line
@@ -747,7 +784,8 @@ func (m *Model) tryLine(now time.Time) string {
 	case m.pending == nil:
 		return "no change on trial"
 	case m.pending.RollbackError != "":
-		return s.Badgef(styles.Failure) + " rollback failed: " + m.clean(m.pending.RollbackError) + " (virt net rollback)"
+		// nothing here retries it (each refresh would redo the restore)
+		return s.Badgef(styles.Failure) + " rollback failed: " + m.clean(m.pending.RollbackError) + "; retry: virt net rollback"
 	}
 	left := m.pending.Remaining(now).Round(time.Second)
 	if left == 0 {

@@ -7,6 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +19,9 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/netcfg"
+	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/tui/tuitest"
@@ -465,7 +469,7 @@ func TestExpiredTryRolledBack(t *testing.T) {
 			[]string{"expired change on trial rolled back at " + at.Local().Format(time.TimeOnly), "its watchdog (pid 4242) has exited"}, []string{"no change on trial"}},
 		{"rollback failed", &netcfg.ResolvedTry{ID: "t1", Why: "its watchdog (pid 4242) has exited"}, errors.New("restore: boom"),
 			&netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-time.Second), RollbackError: "restore: boom"},
-			[]string{"rollback failed: restore: boom"}, []string{"rolled back at"}},
+			[]string{"rollback failed: restore: boom; retry: virt net rollback"}, []string{"rolled back at"}},
 		{"deadline passed, watchdog at work", nil, nil, &netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-time.Second)},
 			[]string{"deadline passed, rolling back"}, []string{"rollback in"}},
 	}
@@ -516,5 +520,123 @@ func TestExpiredTryRolledBack(t *testing.T) {
 	m.Update(m.loadNet()())
 	if line := m.tryLine(fixedNow); line != "no change on trial" {
 		t.Errorf("after the new try ended: %q; want no change on trial", line)
+	}
+}
+
+// Another process at the network try (ErrTryBusy) is "not now": no error
+// on the screen, the change on trial shown as it is, looked at again by
+// the next load.
+func TestExpiredTryBusy(t *testing.T) {
+	src := fakeSources()
+	src.Addresses = func() ([]Addr, error) { return nil, nil }
+	src.ResolveExpiredTry = func(context.Context) (*netcfg.ResolvedTry, error) {
+		return nil, fmt.Errorf("resolve an expired network try: %w", netcfg.ErrTryBusy)
+	}
+	src.PendingTry = func() (*netcfg.Pending, error) {
+		return &netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-time.Second)}, nil
+	}
+	m := newModel(term.Plain, src)
+	m.Update(m.loadNet()())
+	text := ansi.Strip(m.Content(76, 40))
+	if m.netErr != nil || strings.Contains(text, "busy") || strings.Contains(text, "unavailable") {
+		t.Errorf("netErr %v; want none for a busy try:\n%s", m.netErr, text)
+	}
+	if line := m.tryLine(fixedNow); !strings.Contains(line, "deadline passed, rolling back") {
+		t.Errorf("NETWORK line %q; want the pending try as it is", line)
+	}
+}
+
+// A `virt net rollback` that hangs holding the try's lock must not hold
+// up the screen's network loads: the live source gives up within
+// resolveTimeout, and the load shows the addresses and the try.
+func TestNetworkLoadNotHeldByTryLock(t *testing.T) {
+	layout := paths.New(t.TempDir())
+	root, err := filepath.Abs(layout.Root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(-time.Second)
+	rec := fmt.Sprintf(`{"id":"0123456789abcdef","started":%q,"deadline":%q,"root":%q,"snapshot":{}}`,
+		deadline.Add(-time.Minute).Format(time.RFC3339Nano), deadline.Format(time.RFC3339Nano), root)
+	if err := os.MkdirAll(layout.NetworkDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(netcfg.PendingPath(layout), []byte(rec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// the lock netcfg serialises the try with, held as a hung rollback would
+	held, err := flock.Acquire(context.Background(), filepath.Join(filepath.Dir(netcfg.PendingPath(layout)), "pending.lock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release()
+	live := LiveSources(layout, t.TempDir(), slog.New(slog.DiscardHandler))
+	src := fakeSources()
+	src.ResolveExpiredTry, src.PendingTry = live.ResolveExpiredTry, live.PendingTry
+	m := newModel(term.Plain, src)
+	done := make(chan tea.Msg, 1)
+	start := time.Now()
+	go func() { done <- m.loadNet()() }()
+	select {
+	case msg := <-done:
+		m.Update(msg)
+	case <-time.After(resolveTimeout + 3*time.Second):
+		t.Fatalf("the network load still waits for the try's lock after %v", time.Since(start).Round(time.Second))
+	}
+	if took := time.Since(start); took > resolveTimeout+time.Second {
+		t.Errorf("the network load took %v; want at most about %v", took, resolveTimeout)
+	}
+	text := ansi.Strip(m.Content(76, 40))
+	if m.netErr != nil || !strings.Contains(text, "192.168.10.5/24") {
+		t.Errorf("netErr %v; want the addresses and no error:\n%s", m.netErr, text)
+	}
+	if line := m.tryLine(time.Now()); !strings.Contains(line, "deadline passed, rolling back") {
+		t.Errorf("NETWORK line %q; want the pending try", line)
+	}
+	if _, err := netcfg.PendingTry(layout); err != nil {
+		t.Errorf("pending try: %v; want it left to the lock's holder", err)
+	}
+}
+
+// vm.Manager.List gives the rows it has with an error when a spec cannot
+// be read (an UNREADABLE row): the VMS line keeps the counts and says how
+// many are unreadable, first; only a list with no rows is "unavailable".
+func TestVMLine(t *testing.T) {
+	specErr := &vm.SpecError{UID: "3f2a9c07-8b7d-4e1a-9c3b-2d5e6f7a8b9c", Path: "/var/lib/virtcon/vms/3f2a9c07-8b7d-4e1a-9c3b-2d5e6f7a8b9c/vm.yaml", Err: errors.New("spec cut short")}
+	unreadable := vm.Entry{UID: specErr.UID, Class: vm.ClassUnreadable, Phase: vm.PhaseUnknown, Message: "spec unreadable: " + specErr.Error()}
+	running := vm.Entry{Name: "web-01", Class: vm.ClassManaged, Phase: vm.PhaseRunning}
+	stopped := vm.Entry{Name: "web-02", Class: vm.ClassManaged, Phase: vm.PhaseStopped}
+	tests := []struct {
+		name    string
+		vms     []vm.Entry
+		err     error
+		want    string
+		without []string
+	}{
+		{"all readable", []vm.Entry{running, stopped}, nil, "1 running, 1 stopped (2 total)", []string{"[FAIL]", "unreadable"}},
+		{"one unreadable", []vm.Entry{running, unreadable, stopped}, specErr,
+			"[FAIL] 1 VM unreadable (see VMs); 1 running, 1 stopped (3 total)", []string{"unavailable", "unknown"}},
+		{"two unreadable", []vm.Entry{running, unreadable, unreadable}, errors.Join(specErr, specErr),
+			"[FAIL] 2 VMs unreadable (see VMs); 1 running (3 total)", []string{"unavailable"}},
+		{"only unreadable", []vm.Entry{unreadable}, specErr, "[FAIL] 1 VM unreadable (see VMs) (1 total)", []string{"unavailable"}},
+		{"rows with another error", []vm.Entry{running}, errors.New("scan: boom"), "[WARN] 1 running (1 total); list incomplete: scan: boom", nil},
+		{"no rows", nil, errors.New("vm store /var/lib/virtcon/vms: permission denied"), "[????] unavailable: vm store", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := fakeSources()
+			src.VMs = func(context.Context) ([]vm.Entry, error) { return tt.vms, tt.err }
+			m := newModel(term.Plain, src)
+			m.Update(m.loadVMs()())
+			line := ansi.Strip(m.vmLine())
+			if !strings.HasPrefix(line, tt.want) {
+				t.Errorf("VMS line %q; want %q", line, tt.want)
+			}
+			for _, w := range tt.without {
+				if strings.Contains(line, w) {
+					t.Errorf("VMS line %q; want no %q", line, w)
+				}
+			}
+		})
 	}
 }

@@ -633,7 +633,16 @@ func notOurs(e vm.Entry) string {
 	if why == "" {
 		why = "listed read-only"
 	}
-	return fmt.Sprintf("%s is %s: %s", e.Name, e.Class, why)
+	return fmt.Sprintf("%s is %s: %s", label(e), e.Class, why)
+}
+
+// label names an entry for a message: its name, else (an UNREADABLE VM
+// whose spec holds the name) its UID.
+func label(e vm.Entry) string {
+	if e.Name == "" && e.UID != "" {
+		return e.UID
+	}
+	return e.Name
 }
 
 func (m *Model) request(a action) tea.Cmd {
@@ -751,7 +760,7 @@ func (m *Model) Render() string {
 	for len(lines) < rows+1 {
 		lines = append(lines, "")
 	}
-	lines = append(lines[:rows+1], m.detailLine(), m.messageLine())
+	lines = append(lines[:rows+1], m.footLines()...)
 	out := strings.Split(common.Fit(lines, w, h, s.Ellipsis), "\n")
 	switch {
 	case m.confirm != nil:
@@ -770,6 +779,7 @@ func (m *Model) columns() columns {
 	c := columns{name: 4, class: 8, phase: 12, accel: 5, pid: 7, cpus: 4, mem: 9}
 	for _, e := range m.entries {
 		c.name = max(c.name, ansi.StringWidth(m.clean(e.Name)))
+		c.class = max(c.class, len(e.Class)) // UNREADABLE, whole
 	}
 	c.name = min(c.name, 20)
 	return c
@@ -855,8 +865,13 @@ func (m *Model) styleRow(r string, cols columns, e vm.Entry, busy bool) string {
 		cls = s.Badge[styles.Warning]
 	case vm.ClassExternal, vm.ClassOrphaned:
 		cls = s.Muted
+	case vm.ClassUnreadable:
+		// ours, but nothing can act on it until its spec is repaired
+		cls = s.Badge[styles.Failure]
 	}
 	switch {
+	case e.Class == vm.ClassUnreadable:
+		ph = s.Badge[styles.Failure]
 	case busy:
 		ph = s.Hint
 	case e.Phase == vm.PhaseRunning:
@@ -891,6 +906,69 @@ func (m *Model) detailLine() string {
 		notes = append(notes, "enter: actions")
 	}
 	return s.Muted.Render(pos + "  " + m.clean(e.Name) + ": " + m.clean(strings.Join(notes, "; ")))
+}
+
+// footLines are the detail line and the message line under the table.
+// For an UNREADABLE row what is wrong with its spec is what the operator
+// needs: it is marked as a failure, the spec's error first, and, unless
+// the screen has a message of its own, the spec file on the message line
+// (where the list's error would say the same at greater length). No
+// "enter: actions": nothing acts on it until the spec is repaired.
+func (m *Model) footLines() []string {
+	e, ok := m.selected()
+	if !ok || e.Class != vm.ClassUnreadable {
+		return []string{m.detailLine(), m.messageLine()}
+	}
+	s := m.c.Styles
+	badge := s.Badgef(styles.Failure) + " "
+	indent := strings.Repeat(" ", lipgloss.Width(badge))
+	pos := fmt.Sprintf("%d/%d  ", m.cursor+1, len(m.entries))
+	se := specErrorFor(m.loadErr, e.UID)
+	if se == nil {
+		// the core's message alone: wrapped over both lines
+		text := pos + m.clean(label(e)) + ": " + m.clean(e.Message)
+		if m.msg != "" {
+			return []string{badge + text, m.msg}
+		}
+		first, _, _ := strings.Cut(ansi.Wrap(text, max(m.c.Width-len(indent), 20), "/"), "\n")
+		rest, ok := strings.CutPrefix(text, first)
+		if !ok {
+			first, rest = text, ""
+		}
+		if rest = strings.TrimLeft(rest, " "); rest != "" {
+			rest = indent + rest // Fit cuts it to the width
+		}
+		return []string{badge + first, rest}
+	}
+	name := ""
+	if e.Name != "" {
+		name = m.clean(e.Name) + ": "
+	}
+	detail := badge + pos + name + "spec unreadable: " + m.clean(se.Err.Error())
+	if m.msg != "" {
+		return []string{detail, m.msg}
+	}
+	return []string{detail, indent + m.clean(se.Path)}
+}
+
+// specErrorFor finds the error of uid's spec in the list's error (a
+// join of one *vm.SpecError per spec that cannot be read).
+func specErrorFor(err error, uid string) *vm.SpecError {
+	if err == nil || uid == "" {
+		return nil
+	}
+	var se *vm.SpecError
+	if errors.As(err, &se) && se.UID == uid && se.Err != nil {
+		return se
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if se := specErrorFor(e, uid); se != nil {
+				return se
+			}
+		}
+	}
+	return nil
 }
 
 func (m *Model) messageLine() string {

@@ -42,6 +42,18 @@ func fakeEntries() []vm.Entry {
 	}
 }
 
+// unreadableSpec is the core's error for a VM whose spec cannot be read.
+var unreadableSpec = &vm.SpecError{UID: uid(7), Path: "/var/lib/virtcon/vms/" + uid(7) + "/vm.yaml",
+	Err: errors.New("spec cut short: no trailer line")}
+
+// withUnreadable is fakeEntries with an UNREADABLE VM last, and the error
+// vm.Manager.List returns with them.
+func withUnreadable() *fakeManager {
+	e := vm.Entry{UID: uid(7), Class: vm.ClassUnreadable, Phase: vm.PhaseUnknown,
+		Message: "spec unreadable: " + unreadableSpec.Error() + " (repair or restore it; nothing acts on this VM until then)"}
+	return &fakeManager{entries: append(fakeEntries(), e), listErr: unreadableSpec}
+}
+
 // call is one call the fake manager received.
 type call struct {
 	op, ref string
@@ -209,6 +221,11 @@ func TestGolden(t *testing.T) {
 		{"confirm", func() *fakeManager { return &fakeManager{entries: fakeEntries()} }, []string{"j", "D"},
 			[]string{"Delete VM web-02?", "any other key cancels", "cannot be undone"}},
 		{"empty", func() *fakeManager { return &fakeManager{} }, nil, []string{"No VMs on this host yet."}},
+		{"unreadable", withUnreadable, nil, []string{"UNREADABLE Unknown", "1/7  web-01"}},
+		// the core's message, which spec and what is wrong, over the
+		// detail and message lines
+		{"unreadable-selected", withUnreadable, []string{"end"},
+			[]string{"> ", "[FAIL] 7/7  spec unreadable: spec cut short: no trailer line", "       /var/lib/virtcon/vms/" + uid(7) + "/vm.yaml"}},
 		{"scrolled50", many, []string{"pgdown", "pgdown", "j", "j"}, []string{"> guest-31", "31/50"}},
 	}
 	for _, tier := range []term.Tier{term.Rich, term.Plain} {
@@ -359,10 +376,24 @@ func TestRefusals(t *testing.T) {
 		{"orphaned", writer(), []string{"end", "D"}, "- is ORPHANED: disk without a VM"},
 		{"delete running", writer(), []string{"D"}, "web-01 is running: stop it first (or: virt vm delete --force web-01)"},
 		{"console stopped", writer(), []string{"j", "c"}, "web-02 is not running"},
+		// a VM whose spec cannot be read is ours but read-only: every
+		// action would fail; it is named by its UID (its name is in the spec)
+		{"unreadable start", writer(), []string{"end", "a"}, uid(7) + " is UNREADABLE: spec unreadable"},
+		{"unreadable stop", writer(), []string{"end", "o"}, uid(7) + " is UNREADABLE"},
+		{"unreadable force", writer(), []string{"end", "f"}, uid(7) + " is UNREADABLE"},
+		{"unreadable reboot", writer(), []string{"end", "b"}, uid(7) + " is UNREADABLE"},
+		{"unreadable delete", writer(), []string{"end", "D"}, uid(7) + " is UNREADABLE"},
+		{"unreadable console", writer(), []string{"end", "c"}, uid(7) + " is UNREADABLE"},
+		{"unreadable menu", writer(), []string{"end", "enter"}, uid(7) + " is UNREADABLE"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			f := &fakeManager{entries: fakeEntries()}
+			f := withUnreadable()
+			f.entries = f.entries[:len(f.entries)-1]
+			f.listErr = nil
+			if strings.HasPrefix(tt.name, "unreadable") {
+				f = withUnreadable()
+			}
 			m := loaded(t, term.Plain, f, tt.sess)
 			var last tea.Cmd
 			for _, k := range tt.keys {
@@ -711,5 +742,26 @@ func TestListAndMenuShareKeys(t *testing.T) {
 	keysTo(t, m, "x")
 	if m.confirm != nil || m.menu == nil {
 		t.Errorf("x in the menu: confirm %v, menu %v; want no action (x is log out)", m.confirm, m.menu)
+	}
+}
+
+// Without the core's error for the row (the list came back without it),
+// the row's message itself runs over the detail and message lines; an
+// action's message keeps its own line.
+func TestUnreadableDetailFromMessage(t *testing.T) {
+	f := withUnreadable()
+	f.listErr = nil
+	m := loaded(t, term.Plain, f, writer())
+	keysTo(t, m, "end")
+	lines := strings.Split(screen(m), "\n")
+	detail, msg := lines[len(lines)-2], lines[len(lines)-1]
+	if !strings.HasPrefix(detail, "[FAIL] 7/7  "+uid(7)+": spec unreadable: vm") || !strings.HasPrefix(msg, "       ") || !strings.Contains(msg, "/var/lib/virtcon/vms/") {
+		t.Errorf("detail %q, message %q; want the row's message over both, marked [FAIL]", detail, msg)
+	}
+	keysTo(t, m, "a")
+	lines = strings.Split(screen(m), "\n")
+	detail, msg = lines[len(lines)-2], lines[len(lines)-1]
+	if !strings.HasPrefix(detail, "[FAIL] 7/7") || !strings.HasPrefix(msg, "[WARN] "+uid(7)+" is UNREADABLE") {
+		t.Errorf("after a refused start: detail %q, message %q; want the refusal on the message line", detail, msg)
 	}
 }
