@@ -22,6 +22,7 @@ import (
 
 	"github.com/virtcon/virtcon/auth"
 	"github.com/virtcon/virtcon/internal/buildinfo"
+	"github.com/virtcon/virtcon/internal/duration"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/app"
 	"github.com/virtcon/virtcon/tui/common"
@@ -50,7 +51,8 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.StringVar(&f.Size, "size", "", "lay out for WxH instead of the terminal's size (for example 80x24)")
 	fs.StringVar(&f.PAMService, "pam-service", "virtcon", "PAM service used to log in (/etc/pam.d/NAME)")
 	fs.StringVar(&f.AdminGroup, "admin-group", "virtcon-admin", "group whose members (and root) may log in")
-	fs.DurationVar(&f.IdleTimeout, "idle-timeout", auth.DefaultIdleTimeout, "lock the console after this long without input")
+	// bare seconds too (--idle-timeout 300), as every virtcon duration flag
+	fs.Var(duration.NewValue(&f.IdleTimeout, auth.DefaultIdleTimeout), "idle-timeout", "lock the console after this long without input (300, 300s, 5m)")
 	fs.BoolVar(&f.Console, "console", false, "host console mode (getty units): q and ctrl+c do not quit")
 	fs.StringVar(&f.TTY, "tty", "", "console name for the audit log and the console lock (default: the terminal's device)")
 	if err := fs.Parse(args); err != nil {
