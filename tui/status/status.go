@@ -44,7 +44,8 @@ type Addr struct {
 type Sources struct {
 	// Host returns the inventory and the health report.
 	Host func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error)
-	// VMs lists the VMs (vm.Manager.List).
+	// VMs lists the VMs (vm.Manager.List): rows and an error together
+	// while a spec cannot be read (an UNREADABLE row).
 	VMs func(ctx context.Context) ([]vm.Entry, error)
 	// PendingTry returns the network change on trial, nil when none.
 	PendingTry func() (*netcfg.Pending, error)
