@@ -25,10 +25,11 @@ func newImageCmd(env *Env) *cobra.Command {
 			if name == "" {
 				return &UsageError{errors.New("image pull: --name is required")}
 			}
-			img, err := env.vms().PullImage(cmd.Context(), args[0], name, sum, env.IO.ErrOut)
+			img, err := env.vms().PullImage(cmd.Context(), args[0], name, sum, env.pullProgress())
 			if err != nil {
 				return err
 			}
+			fmt.Fprintf(env.IO.ErrOut, "image %s: %d bytes, sha256 %s\n", img.Name, img.SizeBytes, img.SHA256)
 			return render(env.IO.Out, env.Output, img, func(w io.Writer) error {
 				fmt.Fprintf(w, "%s\t%s\t%s\n", img.Name, img.Format, img.SHA256)
 				return nil
@@ -151,4 +152,23 @@ func humanBytes(n int64) string {
 		return fmt.Sprintf("%d B", n)
 	}
 	return strings.TrimSuffix(fmt.Sprintf("%.1f", v), ".0") + " " + units[u]
+}
+
+// pullProgress words a pull's progress on stderr: a line that updates in
+// place on a terminal, nothing otherwise (logs and pipes get the summary).
+func (e *Env) pullProgress() vm.ProgressFunc {
+	if !e.IO.ErrTTY {
+		return nil
+	}
+	return func(p vm.Progress) {
+		switch {
+		case p.Total > 0:
+			fmt.Fprintf(e.IO.ErrOut, "\rimage %s: %s of %s (%d%%)", p.Image, humanBytes(p.Bytes), humanBytes(p.Total), p.Bytes*100/p.Total)
+		default:
+			fmt.Fprintf(e.IO.ErrOut, "\rimage %s: %s", p.Image, humanBytes(p.Bytes))
+		}
+		if p.Done {
+			fmt.Fprintln(e.IO.ErrOut)
+		}
+	}
 }

@@ -13,8 +13,10 @@ type IOStreams struct {
 	In     io.Reader
 	Out    io.Writer
 	ErrOut io.Writer
-	// OutTTY is true when Out is a terminal.
+	// OutTTY is true when Out is a terminal; ErrTTY when ErrOut is one
+	// (progress that updates in place goes there only then).
 	OutTTY bool
+	ErrTTY bool
 	// Color is true when colour may be used on Out.
 	Color bool
 }
@@ -22,7 +24,7 @@ type IOStreams struct {
 // System returns the process's own streams.
 func System() *IOStreams {
 	tty := isatty.IsTerminal(os.Stdout.Fd())
-	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, OutTTY: tty, Color: tty}
+	return &IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr, OutTTY: tty, Color: tty, ErrTTY: isatty.IsTerminal(os.Stderr.Fd())}
 }
 
 // paint wraps s in an ANSI colour when colour is on.

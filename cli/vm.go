@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -32,7 +30,7 @@ func vmNames(env *Env) func(*cobra.Command, []string, string) ([]string, cobra.S
 		entries, _ := env.vms().List(cmd.Context())
 		var names []string
 		for _, e := range entries {
-			if e.Class == vm.ClassManaged || e.Class == vm.ClassMissing {
+			if e.Actionable() {
 				names = append(names, e.Name)
 			}
 		}
@@ -144,13 +142,9 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 				v.Metadata.Labels[k] = val
 			}
 			if image != "" {
-				name := image
-				if strings.HasPrefix(image, "http://") || strings.HasPrefix(image, "https://") {
-					sum := sha256.Sum256([]byte(image))
-					name = "url-" + hex.EncodeToString(sum[:6])
-					if _, err := m.PullImage(cmd.Context(), image, name, "", env.IO.ErrOut); err != nil && !errors.Is(err, vm.ErrExists) {
-						return err
-					}
+				name, err := m.EnsureImage(cmd.Context(), image, env.pullProgress())
+				if err != nil {
+					return err
 				}
 				v.Spec.Disks = append(v.Spec.Disks, vm.Disk{Name: "root", Image: name, Size: disk})
 			} else if disk != "" {

@@ -89,3 +89,20 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// Actionable reports whether virtcon acts on the entry: its own VMs only
+// (MANAGED, or MISSING: ours, its process gone). EXTERNAL and ORPHANED
+// rows are listed read-only, UNREADABLE ones until their spec is repaired.
+func (e Entry) Actionable() bool { return e.Class == ClassManaged || e.Class == ClassMissing }
+
+// Running reports whether a QEMU process exists for the entry.
+func (e Entry) Running() bool {
+	if e.PID > 0 {
+		return true
+	}
+	switch e.Phase {
+	case PhaseRunning, PhasePaused, PhaseShuttingDown, PhaseUnresponsive:
+		return e.Class == ClassManaged
+	}
+	return false
+}

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -334,7 +335,7 @@ func (m *Manager) overlaysOn(base string) ([]string, error) {
 // and verified, and the marker is written last, so a crash at any point
 // leaves no usable image. wantSHA, when given, is checked against the
 // sha256 of the downloaded bytes.
-func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, progress io.Writer) (*Image, error) {
+func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, progress ProgressFunc) (*Image, error) {
 	var errs []*FieldError
 	if fe := ValidateName("--name", name); fe != nil {
 		errs = append(errs, fe)
@@ -355,7 +356,7 @@ func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, prog
 	if len(errs) > 0 {
 		return nil, &ImageError{errs}
 	}
-	return m.addImage(ctx, name, url, wantSHA, progress, func(w *imageWriter) error {
+	return m.addImage(ctx, name, url, wantSHA, func(w *imageWriter) error {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			return fmt.Errorf("download %s: %w", url, err)
@@ -364,11 +365,79 @@ func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, prog
 		if resp.StatusCode != http.StatusOK {
 			return fmt.Errorf("download %s: HTTP %s", url, resp.Status)
 		}
-		if _, err := io.Copy(w, &ctxReader{ctx: ctx, r: resp.Body}); err != nil {
+		r := &progressReader{r: &ctxReader{ctx: ctx, r: resp.Body}, p: Progress{Image: name, Total: resp.ContentLength}, report: progress}
+		if _, err := io.Copy(w, r); err != nil {
 			return fmt.Errorf("download %s: %w", url, err)
 		}
+		r.done()
 		return nil
 	})
+}
+
+// Progress is how far a pull has come: Bytes so far of Total (-1 while
+// the server has not said), Done once the last byte is in.
+type Progress struct {
+	Image string
+	Bytes int64
+	Total int64
+	Done  bool
+}
+
+// ProgressFunc receives a pull's progress, at most every progressEvery
+// bytes and once when done; nil receives nothing. It is called from the
+// pulling goroutine and must not block.
+type ProgressFunc func(Progress)
+
+const progressEvery = 4 << 20
+
+type progressReader struct {
+	r      io.Reader
+	p      Progress
+	last   int64
+	report ProgressFunc
+}
+
+func (r *progressReader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
+	r.p.Bytes += int64(n)
+	if r.report != nil && r.p.Bytes-r.last >= progressEvery {
+		r.last = r.p.Bytes
+		r.report(r.p)
+	}
+	return n, err
+}
+
+func (r *progressReader) done() {
+	if r.report != nil {
+		r.p.Done = true
+		r.report(r.p)
+	}
+}
+
+// URLImageName is the store name of an image given by URL (virt vm create
+// --image URL): stable, so the same URL is pulled once.
+func URLImageName(url string) string {
+	sum := sha256.Sum256([]byte(url))
+	return "url-" + hex.EncodeToString(sum[:6])
+}
+
+// IsImageURL reports whether an image reference is a URL to pull rather
+// than the name of an image in the store.
+func IsImageURL(ref string) bool {
+	return strings.HasPrefix(ref, "http://") || strings.HasPrefix(ref, "https://")
+}
+
+// EnsureImage returns the store name for an image reference: a name as it
+// is, a URL pulled first (once: an image already pulled from it is used).
+func (m *Manager) EnsureImage(ctx context.Context, ref string, progress ProgressFunc) (string, error) {
+	if !IsImageURL(ref) {
+		return ref, nil
+	}
+	name := URLImageName(ref)
+	if _, err := m.PullImage(ctx, ref, name, "", progress); err != nil && !errors.Is(err, ErrExists) {
+		return "", err
+	}
+	return name, nil
 }
 
 // ImportImage copies a local qcow2 or raw file into the store. Only a
@@ -393,7 +462,7 @@ func (m *Manager) ImportImage(ctx context.Context, file, name string) (*Image, e
 	if _, err := m.inspectImage(ctx, file, src); err != nil {
 		return nil, err
 	}
-	return m.addImage(ctx, name, "file://"+abs, "", nil, func(w *imageWriter) error {
+	return m.addImage(ctx, name, "file://"+abs, "", func(w *imageWriter) error {
 		if err := copySparse(ctx, w, src); err != nil {
 			return fmt.Errorf("import %s: %w", file, err)
 		}
@@ -403,7 +472,7 @@ func (m *Manager) ImportImage(ctx context.Context, file, name string) (*Image, e
 
 // addImage writes an image through fill into a partial file, verifies it
 // and renames it into place; the marker is written last.
-func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, progress io.Writer, fill func(*imageWriter) error) (*Image, error) {
+func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, fill func(*imageWriter) error) (*Image, error) {
 	g, err := m.store.lockGlobal(ctx)
 	if err != nil {
 		return nil, err
@@ -481,9 +550,6 @@ func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, pr
 		return nil, fmt.Errorf("image %q: marker: %w", name, err)
 	}
 	ok = true
-	if progress != nil {
-		fmt.Fprintf(progress, "image %s: %d bytes, sha256 %s\n", name, n, sum)
-	}
 	img, err := m.image(name)
 	if err != nil {
 		return nil, err

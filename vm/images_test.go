@@ -109,8 +109,8 @@ func TestPullImage(t *testing.T) {
 	m, root, _ := newTestManager(t)
 	m.opts.QEMUImg = qemuImg
 	images := filepath.Join(root, "var/lib/virtcon/images")
-	var progress bytes.Buffer
-	img, err := m.PullImage(ctx, srv.URL+"/base.img", "base", strings.ToUpper(good), &progress)
+	var progress []Progress
+	img, err := m.PullImage(ctx, srv.URL+"/base.img", "base", strings.ToUpper(good), func(p Progress) { progress = append(progress, p) })
 	if err != nil {
 		t.Fatalf("PullImage: %v", err)
 	}
@@ -126,8 +126,8 @@ func TestPullImage(t *testing.T) {
 	if _, err := os.Stat(img.Path + ".sha256"); err != nil {
 		t.Errorf("marker: got %v; want it written", err)
 	}
-	if !strings.Contains(progress.String(), good) {
-		t.Errorf("progress: got %q; want the sha256", progress.String())
+	if n := len(progress); n == 0 || !progress[n-1].Done || progress[n-1].Bytes != 1<<20 || progress[n-1].Image != "base" {
+		t.Errorf("progress: got %+v; want it to end with base done at 1 MiB", progress)
 	}
 	if _, err := m.PullImage(ctx, srv.URL+"/base.img", "base", "", nil); !errors.Is(err, ErrExists) {
 		t.Errorf("second pull: got %v; want ErrExists", err)

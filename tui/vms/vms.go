@@ -53,7 +53,7 @@ type Options struct {
 const (
 	listTimeout   = 30 * time.Second
 	startTimeout  = 60 * time.Second
-	stopGrace     = 60 * time.Second // `virt vm stop`'s default --timeout
+	stopGrace     = vm.DefaultStopTimeout // what `virt vm stop` gives the guest
 	stopMargin    = 30 * time.Second
 	actionTimeout = 30 * time.Second
 	reloadEvery   = 5 // ticks
@@ -368,20 +368,9 @@ func entryKey(e vm.Entry) string {
 	return "pid:" + strconv.Itoa(e.PID) + ":" + e.Name
 }
 
-// actionable: virtcon acts on its own VMs only.
-func actionable(e vm.Entry) bool { return e.Class == vm.ClassManaged || e.Class == vm.ClassMissing }
-
-// running: a QEMU process exists for the VM.
-func running(e vm.Entry) bool {
-	if e.PID > 0 {
-		return true
-	}
-	switch e.Phase {
-	case vm.PhaseRunning, vm.PhasePaused, vm.PhaseShuttingDown, vm.PhaseUnresponsive:
-		return e.Class == vm.ClassManaged
-	}
-	return false
-}
+// actionable and running are the core's rules (vm.Entry).
+func actionable(e vm.Entry) bool { return e.Actionable() }
+func running(e vm.Entry) bool    { return e.Running() }
 
 func (m *Model) selected() (vm.Entry, bool) {
 	if m.cursor < 0 || m.cursor >= len(m.entries) {
