@@ -97,7 +97,7 @@ type rig struct {
 func newRig(t *testing.T, tier term.Tier, opts Options) *rig {
 	t.Helper()
 	r := &rig{vms: &fakeScreen{title: "Virtual machines"}, net: &fakeScreen{title: "Network"}, idle: &fakeIdle{}}
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Now = func() time.Time { return fixedNow }
 	k := c.Keys
 	pages := []Page{{Key: k.VMs, Tab: "VMs", Screen: r.vms}, {Key: k.Network, Tab: "Network", Screen: r.net}}

@@ -4,6 +4,7 @@
 package common
 
 import (
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -21,6 +22,10 @@ import (
 
 // Common is passed to every component.
 type Common struct {
+	// Ctx is the session's context: every command's I/O derives from it,
+	// so ending the session (a closed web terminal, a signal) cancels what
+	// is in flight. Never nil after New.
+	Ctx           context.Context
 	Width, Height int
 	Tier          term.Tier
 	Styles        *styles.Styles
@@ -34,10 +39,10 @@ type Common struct {
 	Session *Session
 }
 
-// New returns a Common for a tier at the default size.
-func New(tier term.Tier, logger *slog.Logger) Common {
+// New returns a Common for the session ctx and a tier at the default size.
+func New(ctx context.Context, tier term.Tier, logger *slog.Logger) Common {
 	w, h := term.Size(0, 0)
-	return Common{Width: w, Height: h, Tier: tier, Styles: styles.New(tier), Keys: keys.Default(),
+	return Common{Ctx: ctx, Width: w, Height: h, Tier: tier, Styles: styles.New(tier), Keys: keys.Default(),
 		Logger: logger, Now: time.Now, Session: &Session{}}
 }
 

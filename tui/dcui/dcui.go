@@ -143,7 +143,7 @@ func Main() (code int) {
 	}
 	tier := term.Detect(os.Getenv("TERM"), tty, override)
 
-	c := common.New(tier, log)
+	c := common.New(context.Background(), tier, log) // the session ctx comes with dcui.Run
 	c.Session.TTY = tty
 	bi := buildinfo.Get()
 	st := status.New(c, status.LiveSources(layout, "/", log), status.Options{Product: "virtcon", Version: bi.Version})

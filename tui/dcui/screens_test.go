@@ -269,7 +269,7 @@ func newRig(t *testing.T, tier term.Tier) *rig {
 func newRigWith(t *testing.T, tier term.Tier, src status.Sources) *rig {
 	t.Helper()
 	r := &rig{t: t, vms: &fakeVMs{}, power: &fakePower{}}
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Now = func() time.Time { return fixedNow }
 	st := status.New(c, src, status.Options{Product: "virtcon", Version: "0.4.0"})
 	r.pages = buildPages(c, pageDeps{

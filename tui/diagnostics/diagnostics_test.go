@@ -45,7 +45,7 @@ type clock struct{ t time.Time }
 func (c *clock) now() time.Time { return c.t }
 
 func newModel(tier term.Tier, src Sources, writer bool) (*Model, *clock) {
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	clk := &clock{fixedNow}
 	c.Now = clk.now
 	c.Session = &common.Session{User: "alice", TTY: "tty1", Writer: writer, Holder: "bob on tty2 since 09:12"}

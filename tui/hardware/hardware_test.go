@@ -95,7 +95,7 @@ func fakeSources() Sources {
 }
 
 func newModel(tier term.Tier, src Sources) *Model {
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Now = func() time.Time { return time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC) }
 	m := New(c, src)
 	m.SetSize(width, height)

@@ -116,7 +116,7 @@ func fakeDir() *fakeLogs {
 
 func newModel(t *testing.T, tier term.Tier, f *fakeLogs) *Model {
 	t.Helper()
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Session = &common.Session{User: "root", Writer: true}
 	m := New(c, f.sources())
 	m.SetSize(areaW, areaH)

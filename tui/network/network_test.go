@@ -178,7 +178,7 @@ func (f *fakeSources) NICs(context.Context) ([]string, error) {
 
 func newModel(t *testing.T, tier term.Tier, src Sources, writer bool) *Model {
 	t.Helper()
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Now = func() time.Time { return fixedNow }
 	c.Session = &common.Session{User: "root", TTY: "tty1", Writer: writer}
 	if !writer {

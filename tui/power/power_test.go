@@ -50,7 +50,7 @@ func threeRunning() []vm.Entry {
 }
 
 func newModel(tier term.Tier, f *fake, writer bool) *Model {
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Now = func() time.Time { return time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC) }
 	c.Session = &common.Session{User: "alice", TTY: "tty1", Writer: writer, Holder: "bob on tty2 since 09:12"}
 	m := New(c, f.sources())

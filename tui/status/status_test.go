@@ -107,7 +107,7 @@ func feedUsage(t *testing.T, m *Model, n int) {
 }
 
 func newModel(tier term.Tier, src Sources) *Model {
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Now = func() time.Time { return fixedNow }
 	return New(c, src, Options{Product: "virtcon", Version: "0.4.0"})
 }

@@ -154,7 +154,7 @@ func writer() *common.Session { return &common.Session{User: "root", TTY: "tty1"
 
 func newModel(t *testing.T, tier term.Tier, f *fakeManager, sess *common.Session) *Model {
 	t.Helper()
-	c := common.New(tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Session = sess
 	m := New(c, f, Options{IdleTimeout: 5 * time.Minute, Foreground: &common.Foreground{}})
 	m.SetSize(areaW, areaH)
