@@ -27,7 +27,7 @@ func newImageCmd(env *Env) *cobra.Command {
 			}
 			img, err := env.vms().PullImage(cmd.Context(), args[0], name, sum, env.pullProgress())
 			if err != nil {
-				return err
+				return imageFlags(err)
 			}
 			fmt.Fprintf(env.IO.ErrOut, "image %s: %d bytes, sha256 %s\n", img.Name, img.SizeBytes, img.SHA256)
 			return render(env.IO.Out, env.Output, img, func(w io.Writer) error {
@@ -46,7 +46,7 @@ func newImageCmd(env *Env) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			img, err := env.vms().ImportImage(cmd.Context(), args[0], importName)
 			if err != nil {
-				return err
+				return imageFlags(err)
 			}
 			return render(env.IO.Out, env.Output, img, func(w io.Writer) error {
 				fmt.Fprintf(w, "%s\t%s\t%s\n", img.Name, img.Format, img.SHA256)

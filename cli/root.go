@@ -64,7 +64,7 @@ func Run(ctx context.Context, args []string, io *IOStreams) int {
 	root.SetIn(io.In)
 	root.SetOut(io.Out)
 	root.SetErr(io.ErrOut)
-	err := root.ExecuteContext(ctx)
+	err := wordError(root.ExecuteContext(ctx))
 	if err != nil && !errors.Is(err, ErrCheckFailed) {
 		msg := err.Error()
 		if errors.Is(err, fs.ErrPermission) && !strings.Contains(msg, "needs root") {

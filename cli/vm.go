@@ -170,7 +170,7 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			e, err := m.Peek(created.Metadata.UID)
+			e, err := m.Peek(cmd.Context(), created.Metadata.UID)
 			if err != nil {
 				return err
 			}
@@ -350,7 +350,7 @@ func newVMShowCmd(env *Env) *cobra.Command {
 			if !secrets {
 				v = vm.Redacted(v)
 			}
-			nics := m.NICs(v)
+			nics := m.NICs(cmd.Context(), v)
 			return render(env.IO.Out, env.Output, v, func(w io.Writer) error {
 				fmt.Fprintf(w, "Name:\t%s\nUID:\t%s\nClass:\t%s\nPhase:\t%s\n", e.Name, e.UID, e.Class, e.Phase)
 				if e.PID > 0 {
@@ -382,7 +382,7 @@ func newVMShowCmd(env *Env) *cobra.Command {
 					fmt.Fprintf(w, "Cloud-init:\tuser data set (not shown)\n")
 				}
 				if e.Message != "" {
-					fmt.Fprintf(w, "Note:\t%s\n", e.Message)
+					fmt.Fprintf(w, "Note:\t%s%s\n", e.Message, reasonHint(e.Reason))
 				}
 				return nil
 			})
@@ -403,7 +403,7 @@ func newVMStartCmd(env *Env) *cobra.Command {
 			if err := m.Start(cmd.Context(), args[0]); err != nil {
 				return err
 			}
-			e, err := m.Peek(args[0])
+			e, err := m.Peek(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}

@@ -219,7 +219,7 @@ func checkUserDataMask(in, stored *CloudInit) error {
 		return nil
 	}
 	return &ValidationError{[]*FieldError{{"spec.cloudInit.userData", redact.Mask,
-		"is the placeholder virt vm show prints for hidden user data, and this VM has none stored to keep: give the user data itself (virt vm show --show-secrets prints it)"}}}
+		"is the placeholder shown in place of hidden user data, and this VM has none stored to keep: give the user data itself"}}}
 }
 
 // fillMACs gives every NIC without a MAC its stable generated one.

@@ -146,7 +146,7 @@ func (m *Manager) entryFor(vm *VirtualMachine) Entry {
 	}
 	if vm.Spec.Running {
 		e.Class = ClassMissing
-		e.Message = "spec says running but the QEMU process is gone (virt vm start to restart, virt vm stop to accept)"
+		e.Reason, e.Message = ReasonProcessGone, "spec says running but the QEMU process is gone"
 	}
 	return e
 }

@@ -21,6 +21,7 @@ type Entry struct {
 	ObservedGeneration int64
 	Source             string // external: qemu or libvirt
 	Path               string // orphans: the leftover file or directory
+	Reason             string // why it is in its class or phase, when a face words it (Reason*)
 	Message            string
 }
 
@@ -39,6 +40,7 @@ type entryWire struct {
 	ObservedGeneration *int64  `json:"observedGeneration" yaml:"observedGeneration"`
 	Source             string  `json:"source,omitempty" yaml:"source,omitempty"`
 	Path               string  `json:"path,omitempty" yaml:"path,omitempty"`
+	Reason             string  `json:"reason,omitempty" yaml:"reason,omitempty"`
 	Message            string  `json:"message,omitempty" yaml:"message,omitempty"`
 }
 
@@ -64,7 +66,7 @@ func (e Entry) wire() entryWire {
 		Accel: known(e.Accel), AccelReason: e.AccelReason,
 		PID: known(e.PID), CPUs: known(e.CPUs), MemoryMiB: known(e.MemoryMiB),
 		Generation: known(e.Generation), ObservedGeneration: known(e.ObservedGeneration),
-		Source: e.Source, Path: e.Path, Message: e.Message,
+		Source: e.Source, Path: e.Path, Reason: e.Reason, Message: e.Message,
 	}
 }
 
@@ -85,7 +87,7 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		Accel: orZero(w.Accel), AccelReason: w.AccelReason,
 		PID: orZero(w.PID), CPUs: orZero(w.CPUs), MemoryMiB: orZero(w.MemoryMiB),
 		Generation: orZero(w.Generation), ObservedGeneration: orZero(w.ObservedGeneration),
-		Source: w.Source, Path: w.Path, Message: w.Message,
+		Source: w.Source, Path: w.Path, Reason: w.Reason, Message: w.Message,
 	}
 	return nil
 }

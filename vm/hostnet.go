@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"fmt"
 	"strings"
 
 	"github.com/virtcon/virtcon/netcfg"
@@ -35,7 +34,7 @@ func (h hostNet) BridgeFor(network string) (string, error) {
 			}
 		}
 	}
-	return "", fmt.Errorf("no network %q in the applied host network (virt net show)", network)
+	return "", &UnknownNetworkError{Network: network}
 }
 
 func (hostNet) ListTAPs(ctx context.Context) ([]string, error) { return netcfg.ListTAPs(ctx) }

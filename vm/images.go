@@ -44,8 +44,10 @@ type Image struct {
 	AddedAt        time.Time `json:"addedAt,omitzero" yaml:"addedAt,omitempty"`
 	// UsedBy names the VMs whose disks use the image; nil when that cannot
 	// be told (some VM spec is unreadable).
-	UsedBy  []string `json:"usedBy" yaml:"usedBy"`
-	Message string   `json:"message,omitempty" yaml:"message,omitempty"`
+	UsedBy []string `json:"usedBy" yaml:"usedBy"`
+	// Reason is why an ORPHANED row is one (ReasonIncomplete).
+	Reason  string `json:"reason,omitempty" yaml:"reason,omitempty"`
+	Message string `json:"message,omitempty" yaml:"message,omitempty"`
 }
 
 // imageMarker is the <name>.img.sha256 file. Markers written before
@@ -115,7 +117,7 @@ func (m *Manager) image(name string) (*Image, error) {
 	b, err := os.ReadFile(m.markerPath(name))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("image %q: %w (virt image pull or virt image import)", name, ErrNotFound)
+			return nil, &ImageNotFoundError{Name: name}
 		}
 		return nil, fmt.Errorf("image %q: marker: %w", name, err)
 	}
@@ -189,10 +191,10 @@ func (m *Manager) ListImages(ctx context.Context) ([]Image, error) {
 				return nil, fmt.Errorf("image %q: marker: %w", name, err)
 			}
 			img = &Image{Name: name, Class: ClassOrphaned, Path: path,
-				Message: "image without a marker (an interrupted pull or import): no VM can use it; virt vm gc removes it"}
+				Reason: ReasonIncomplete, Message: "image without a marker (an interrupted pull or import): no VM can use it; garbage collection removes it"}
 		} else if name, ok := strings.CutSuffix(strings.TrimPrefix(e.Name(), "."), ".img.partial"); ok && strings.HasPrefix(e.Name(), ".") {
 			img = &Image{Name: name, Class: ClassOrphaned, Path: path,
-				Message: "partial file of an interrupted pull or import: no VM can use it; virt vm gc removes it"}
+				Reason: ReasonIncomplete, Message: "partial file of an interrupted pull or import: no VM can use it; garbage collection removes it"}
 		} else {
 			continue
 		}
@@ -263,14 +265,14 @@ func (m *Manager) RemoveImage(ctx context.Context, name string) error {
 		return fmt.Errorf("image %q: not removed: %w", name, err)
 	}
 	if u := users[name]; len(u) > 0 {
-		return fmt.Errorf("image %q: %w by %s", name, ErrInUse, strings.Join(u, ", "))
+		return &ImageInUseError{Name: name, VMs: u}
 	}
 	overlays, err := m.overlaysOn(img.Path)
 	if err != nil {
 		return fmt.Errorf("image %q: not removed: %w", name, err)
 	}
 	if len(overlays) > 0 {
-		return fmt.Errorf("image %q: %w by disk files without a VM spec: %s (virt vm gc --dry-run lists them)", name, ErrInUse, strings.Join(overlays, ", "))
+		return &ImageInUseError{Name: name, Disks: overlays}
 	}
 	// marker first: without it the image no longer counts as present
 	if err := os.Remove(m.markerPath(name)); err != nil {
@@ -337,12 +339,12 @@ func (m *Manager) overlaysOn(base string) ([]string, error) {
 // sha256 of the downloaded bytes.
 func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, progress ProgressFunc) (*Image, error) {
 	var errs []*FieldError
-	if fe := ValidateName("--name", name); fe != nil {
+	if fe := ValidateName("name", name); fe != nil {
 		errs = append(errs, fe)
 	}
 	wantSHA = strings.ToLower(strings.TrimSpace(wantSHA))
 	if wantSHA != "" && (len(wantSHA) != 64 || strings.Trim(wantSHA, "0123456789abcdef") != "") {
-		errs = append(errs, &FieldError{"--sha256", wantSHA, "must be 64 hex digits"})
+		errs = append(errs, &FieldError{"sha256", wantSHA, "must be 64 hex digits"})
 	}
 	var req *http.Request
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
@@ -447,7 +449,7 @@ func (m *Manager) ImportImage(ctx context.Context, file, name string) (*Image, e
 	if name == "" {
 		name = strings.TrimSuffix(filepath.Base(file), filepath.Ext(file))
 	}
-	if fe := ValidateName("--name", name); fe != nil {
+	if fe := ValidateName("name", name); fe != nil {
 		return nil, &ImageError{[]*FieldError{fe}}
 	}
 	abs, err := filepath.Abs(file)
@@ -480,7 +482,7 @@ func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, fi
 	defer g.Release()
 	switch _, err := m.image(name); {
 	case err == nil:
-		return nil, fmt.Errorf("image %q: %w (virt image rm %s first)", name, ErrExists, name)
+		return nil, &ImageExistsError{Name: name}
 	case !errors.Is(err, ErrNotFound):
 		// a marker that cannot be read is an image that may be in use,
 		// not a free name: overlays read their base on every boot

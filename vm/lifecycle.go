@@ -169,9 +169,8 @@ func (m *Manager) launchFor(vm *VirtualMachine, accel string) (Launch, error) {
 		SerialLog: m.SerialLogPath(uid),
 	}
 	for _, sock := range []string{l.QMPSocket, l.EvtSocket, l.Serial, l.AgentSock} {
-		// sockaddr_un holds 108 bytes including the NUL
-		if len(sock) > 107 {
-			return l, fmt.Errorf("socket path %s is %d bytes, over the kernel's 107: use a shorter --root", sock, len(sock))
+		if len(sock) > MaxSocketPath {
+			return l, &SocketPathError{Path: sock, Len: len(sock)}
 		}
 	}
 	if b := vm.Spec.Boot; b != nil {
@@ -489,7 +488,7 @@ func (m *Manager) Delete(ctx context.Context, ref string, force bool) error {
 	uid := vm.Metadata.UID
 	if pid := m.livePID(uid); pid > 0 {
 		if !force {
-			return fmt.Errorf("vm %q: delete: %w (pid %d); stop it first or use --force", vm.Metadata.Name, ErrRunning, pid)
+			return &RunningError{Name: vm.Metadata.Name, Op: "delete", PID: pid}
 		}
 		if err := m.killVerified(pid, uid); err != nil {
 			return fmt.Errorf("vm %q: delete: %w", vm.Metadata.Name, err)

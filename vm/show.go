@@ -71,7 +71,7 @@ func (m *Manager) foreign(ref string) (*Entry, bool) {
 
 // Peek returns a VM's entry from its spec and /proc alone, without asking
 // QMP: what a command that just changed the VM prints.
-func (m *Manager) Peek(ref string) (*Entry, error) {
+func (m *Manager) Peek(ctx context.Context, ref string) (*Entry, error) {
 	vm, err := m.find(ref)
 	if err != nil {
 		return nil, err
@@ -122,7 +122,7 @@ type NICStatus struct {
 
 // NICs lists the VM's NICs with their TAP devices and, for a VM network,
 // the bridge it resolves to now ("" when network.yaml does not say).
-func (m *Manager) NICs(v *VirtualMachine) []NICStatus {
+func (m *Manager) NICs(ctx context.Context, v *VirtualMachine) []NICStatus {
 	out := make([]NICStatus, 0, len(v.Spec.Network))
 	for i, n := range v.Spec.Network {
 		s := NICStatus{Index: i, Network: n.Network, Bridge: n.Bridge, MAC: n.MAC, Model: n.Model, TAP: m.opts.Net.TAPName(v.Metadata.UID, i)}

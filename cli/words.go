@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/virtcon/virtcon/vm"
+)
+
+// wordError adds to a core error what the CLI user can do about it, in
+// the CLI's own commands and flags: the core's errors carry facts only.
+// The cause stays reachable (errors.Is/As, and so the exit code).
+func wordError(err error) error {
+	var (
+		notFound *vm.ImageNotFoundError
+		exists   *vm.ImageExistsError
+		inUse    *vm.ImageInUseError
+		running  *vm.RunningError
+		sock     *vm.SocketPathError
+		network  *vm.UnknownNetworkError
+	)
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &notFound):
+		return fmt.Errorf("%w (virt image pull URL --name %s, or virt image import FILE --name %s)", err, notFound.Name, notFound.Name)
+	case errors.As(err, &exists):
+		return fmt.Errorf("%w (virt image rm %s first)", err, exists.Name)
+	case errors.As(err, &inUse) && len(inUse.VMs) == 0:
+		return fmt.Errorf("%w (virt vm gc --dry-run lists them)", err)
+	case errors.As(err, &running) && running.Op == "delete":
+		return fmt.Errorf("%w; stop it first or use --force", err)
+	case errors.As(err, &sock):
+		return fmt.Errorf("%w: use a shorter --root", err)
+	case errors.As(err, &network):
+		return fmt.Errorf("%w (virt net show)", err)
+	}
+	return err
+}
+
+// imageFlags names an image error's fields by the flags that set them.
+func imageFlags(err error) error {
+	var ie *vm.ImageError
+	if !errors.As(err, &ie) {
+		return err
+	}
+	flag := map[string]string{"name": "--name", "sha256": "--sha256"}
+	out := &vm.ImageError{Errs: make([]*vm.FieldError, len(ie.Errs))}
+	for i, fe := range ie.Errs {
+		c := *fe
+		if f, ok := flag[c.Field]; ok {
+			c.Field = f
+		}
+		out.Errs[i] = &c
+	}
+	return out
+}
+
+// reasonHint is what the CLI adds to a listed row's message, by its reason.
+func reasonHint(reason string) string {
+	switch reason {
+	case vm.ReasonProcessGone:
+		return " (virt vm start to restart, virt vm stop to accept)"
+	case vm.ReasonIncomplete:
+		return " (virt vm gc removes it)"
+	}
+	return ""
+}
