@@ -80,8 +80,8 @@ type Options struct {
 
 	// PAMProcess, when set, is an executable that runs each PAM
 	// transaction in a child process: normally the calling program itself
-	// (os.Executable()), which must call MaybeRunPAMHelper first thing in
-	// main. Empty runs PAM in this process.
+	// (os.Executable()), which must call reexec.Init first thing in main.
+	// Empty runs PAM in this process.
 	PAMProcess string
 
 	// Test seams; nil means the real implementation.

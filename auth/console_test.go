@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/reexec"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -24,7 +25,7 @@ const envHoldConsole = "VIRTCON_AUTH_TEST_HOLD_CONSOLE"
 var testBinaryModes = map[string]func(string) int{envHoldConsole: holdConsole}
 
 func TestMain(m *testing.M) {
-	MaybeRunPAMHelper()
+	reexec.Init()
 	for env, run := range testBinaryModes {
 		if v := os.Getenv(env); v != "" {
 			os.Exit(run(v))

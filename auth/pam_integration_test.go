@@ -25,7 +25,7 @@ import (
 func TestLoginIntegration(t *testing.T) { testLoginIntegration(t, "") }
 
 // TestLoginIntegrationPAMProcess: the same through the PAM helper process
-// (this test binary re-executed; TestMain runs MaybeRunPAMHelper).
+// (this test binary re-executed; TestMain runs reexec.Init).
 func TestLoginIntegrationPAMProcess(t *testing.T) { testLoginIntegration(t, os.Args[0]) }
 
 func testLoginIntegration(t *testing.T, pamProcess string) {

@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
+
+	"github.com/virtcon/virtcon/internal/reexec"
 )
 
 // The PAM transaction can run in a child process (Options.PAMProcess):
@@ -21,7 +22,12 @@ import (
 // child with it, and a transaction that outlives its context is killed
 // rather than left running.
 
-const pamHelperEnv = "VIRTCON_PAM_HELPER"
+// pamHelperMode is the helper's child mode (see internal/reexec).
+const pamHelperMode = "pam-helper"
+
+func init() {
+	reexec.Register(pamHelperMode, func() int { return runPAMHelper(os.Stdin, os.Stdout) })
+}
 
 // pamRequest is what the parent writes on the child's stdin (never in
 // argv or the environment, which other users can read in /proc).
@@ -42,16 +48,9 @@ type pamResponse struct {
 	Messages []string `json:"messages,omitempty"`
 }
 
-// MaybeRunPAMHelper runs the PAM helper and exits when this process was
-// started as one; otherwise it returns at once. Programs that set
-// Options.PAMProcess to their own executable call it first thing in main.
-func MaybeRunPAMHelper() {
-	if os.Getenv(pamHelperEnv) != "1" {
-		return
-	}
-	os.Exit(runPAMHelper(os.Stdin, os.Stdout))
-}
-
+// runPAMHelper is the helper's child mode (a program that sets
+// Options.PAMProcess to itself calls reexec.Init first thing in main): one
+// transaction, the request read from in, the answer written to out.
 func runPAMHelper(in io.Reader, out io.Writer) int {
 	var req pamRequest
 	if err := json.NewDecoder(io.LimitReader(in, 64<<10)).Decode(&req); err != nil {
@@ -88,9 +87,9 @@ func processPAM(exe string) func(ctx context.Context, service, user, password, t
 		if err != nil {
 			return err
 		}
-		cmd := exec.CommandContext(ctx, exe)
-		// a minimal environment: the helper needs nothing of ours
-		cmd.Env = []string{pamHelperEnv + "=1", "PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"}
+		// a minimal environment (the helper needs nothing of ours), with
+		// the mode marker; the request, password and all, goes on stdin
+		cmd := reexec.Command(ctx, exe, pamHelperMode, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C"})
 		cmd.Stdin = bytes.NewReader(req)
 		defer clear(req) // the request holds the password
 		var stdout, stderr bytes.Buffer

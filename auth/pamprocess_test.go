@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/virtcon/virtcon/internal/reexec"
 )
 
 // TestProcessPAMBrokenHelper: a helper that answers nothing is a failure
@@ -54,7 +56,7 @@ func TestProcessPAMAnswers(t *testing.T) {
 		if !bytes.Contains(in, []byte("s3cret-pw")) {
 			t.Errorf("the helper's stdin lacks the password: %q", in)
 		}
-		if bytes.Contains(env, []byte("s3cret-pw")) || !bytes.Contains(env, []byte(pamHelperEnv+"=1")) {
+		if bytes.Contains(env, []byte("s3cret-pw")) || !bytes.Contains(env, []byte(reexec.Env+"="+pamHelperMode)) {
 			t.Errorf("helper environment wrong: %q", env)
 		}
 	}

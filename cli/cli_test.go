@@ -13,12 +13,12 @@ import (
 	"testing"
 
 	"github.com/virtcon/virtcon/hostinfo"
-	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
+	"github.com/virtcon/virtcon/internal/reexec"
 	"go.yaml.in/yaml/v3"
 )
 
 func TestMain(m *testing.M) {
-	kvmprobe.MaybeRunChild()
+	reexec.Init()
 	os.Exit(m.Run())
 }
 

@@ -16,8 +16,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/virtcon/virtcon/host"
-	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
-	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -47,10 +45,8 @@ func (e *Env) Host() *host.Host {
 }
 
 // Main runs `virt` with the process's arguments and returns the exit code.
+// main calls reexec.Init before it: virt's child modes never get here.
 func Main() int {
-	kvmprobe.MaybeRunChild()
-	netcfg.MaybeRunWatchdog()
-	netcfg.MaybeRunDHCPClient()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, os.Args[1:], System())

@@ -80,7 +80,7 @@ func LoadApplied(layout paths.Layout) (*Config, error) {
 // DNS servers and search domains are written to <root>/etc/resolv.conf,
 // the hostname to <root>/etc/hostname (and set in the kernel when the
 // root is /). With management DHCP, a detached DHCP client (this program,
-// see MaybeRunDHCPClient) is started unless one runs, and Apply waits for
+// the "dhcp-client" child mode) is started unless one runs, and Apply waits for
 // its first lease. Dropping DHCP (or moving it to another interface)
 // stops the client before any step, and the steps are planned again
 // against what it left: stopping it deletes the leased address, and the
@@ -154,7 +154,7 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 			}
 		}
 		if len(risky) > 0 {
-			refused = &ValidationError{risky}
+			refused = invalid(risky)
 			if !opts.DryRun {
 				return nil, refused
 			}

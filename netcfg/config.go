@@ -28,7 +28,7 @@ type DNS struct {
 
 // Management is the interface that carries the host's own address. With
 // DHCP, Apply brings the interface up and runs virtcon's own detached
-// DHCPv4 client on it (see MaybeRunDHCPClient).
+// DHCPv4 client on it (the "dhcp-client" child mode, see dhcpMain).
 type Management struct {
 	// Interface is a link name: a NIC, a bridge or a VLAN from this file.
 	Interface string   `json:"interface" yaml:"interface"`

@@ -17,7 +17,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -31,10 +30,12 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
+	"github.com/virtcon/virtcon/internal/reexec"
 	"github.com/virtcon/virtcon/paths"
 )
 
-// DHCPClientEnv marks the DHCP client process; its value is the interface.
+// DHCPClientEnv tells the DHCP client process its interface (and marks
+// it: dhcpIsOurs looks for it in /proc).
 const DHCPClientEnv = "VIRTCON_DHCP_CLIENT"
 
 const (
@@ -199,23 +200,28 @@ func dhcpEnviron(f dhcpFiles, iface string) []string {
 	return append(env, DHCPClientEnv+"="+iface, dhcpLeaseEnv+"="+f.lease, dhcpPIDEnv+"="+f.pid)
 }
 
-// MaybeRunDHCPClient must be called first thing from main (and from
-// TestMain): if VIRTCON_DHCP_CLIENT is set, this process is the management
-// interface's DHCP client and never returns. It acquires a lease, puts the
-// address and the default route on the interface, renews at T1 (and keeps
-// trying until expiry, past T2), drops the address when the lease is lost
-// and starts over; SIGTERM releases the lease, removes what it added and
-// exits. Otherwise MaybeRunDHCPClient returns.
-func MaybeRunDHCPClient() {
+// dhcpMode is the DHCP client's child mode (see internal/reexec).
+const dhcpMode = "dhcp-client"
+
+func init() { reexec.Register(dhcpMode, dhcpMain) }
+
+// dhcpMain is the management interface's DHCP client (the program's main
+// calls reexec.Init first thing), on the interface that
+// VIRTCON_DHCP_CLIENT names; it never returns before SIGTERM. It acquires
+// a lease, puts the address and the default route on the interface,
+// renews at T1 (and keeps trying until expiry, past T2), drops the
+// address when the lease is lost and starts over; SIGTERM releases the
+// lease, removes what it added and exits.
+func dhcpMain() int {
 	env, ok, err := dhcpParseEnv(os.LookupEnv)
 	if !ok {
-		return
+		err = fmt.Errorf("%s is not set", DHCPClientEnv)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "virtcon dhcp client:", err)
-		os.Exit(2)
+		return 2
 	}
-	os.Exit(dhcpRun(env))
+	return dhcpRun(env)
 }
 
 type dhcpClient struct {
@@ -524,8 +530,8 @@ func ensureDHCPClient(ctx context.Context, log *slog.Logger, layout paths.Layout
 	}
 	defer null.Close()
 
-	cmd := exec.Command(exe)
-	cmd.Env = dhcpEnviron(f, iface)
+	// it outlives this process: no ctx kills it
+	cmd := reexec.Command(context.Background(), exe, dhcpMode, dhcpEnviron(f, iface))
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
@@ -556,7 +562,7 @@ wait:
 		case <-timer.C:
 			break wait
 		case <-exited:
-			why = "the client exited (does main call netcfg.MaybeRunDHCPClient first?)"
+			why = "the client exited (does main call reexec.Init first?)"
 			break wait
 		case <-ctx.Done():
 			why = ctx.Err().Error()

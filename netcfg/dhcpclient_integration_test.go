@@ -25,9 +25,6 @@ import (
 	"github.com/virtcon/virtcon/paths"
 )
 
-// The DHCP client that Apply starts re-executes this test binary.
-func init() { testChildMains[DHCPClientEnv] = MaybeRunDHCPClient }
-
 // dhcpITClients lists the live DHCP clients whose lease file is under root.
 func dhcpITClients(root string) []int {
 	ents, _ := os.ReadDir("/proc")

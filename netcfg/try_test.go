@@ -240,8 +240,8 @@ func TestTryWatchdogMustStart(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	_, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
 		func(context.Context) error { t.Error("applied without a watchdog"); return nil }, nil, 10*time.Second)
-	if err == nil || !strings.Contains(err.Error(), "MaybeRunWatchdog") {
-		t.Errorf("Try: %v; want an error naming MaybeRunWatchdog", err)
+	if err == nil || !strings.Contains(err.Error(), "reexec.Init") {
+		t.Errorf("Try: %v; want an error naming reexec.Init", err)
 	}
 	if _, err := PendingTry(layout); !errors.Is(err, ErrNoPendingTry) {
 		t.Errorf("PendingTry: %v; want ErrNoPendingTry", err)

@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"slices"
@@ -18,11 +17,12 @@ import (
 	"time"
 
 	"github.com/virtcon/virtcon/internal/proc"
+	"github.com/virtcon/virtcon/internal/reexec"
 	"github.com/virtcon/virtcon/paths"
 )
 
-// WatchdogEnv marks the watchdog process; its value is the path of the
-// pending try record.
+// WatchdogEnv tells the watchdog process the path of the pending try
+// record (and marks it, for whoever looks in /proc).
 const WatchdogEnv = "VIRTCON_NET_WATCHDOG"
 
 const (
@@ -48,19 +48,20 @@ const (
 // replace it before any test runs in parallel.
 var wdExecutable = os.Executable
 
-// MaybeRunWatchdog must be called first thing from main (and from
-// TestMain): if VIRTCON_NET_WATCHDOG is set, this process is a try's
-// watchdog. It waits for the deadline, standing down as soon as the record
-// is removed (confirmed, rolled back) or holds another try, and otherwise
+// wdMode is the watchdog's child mode (see internal/reexec).
+const wdMode = "net-watchdog"
+
+func init() { reexec.Register(wdMode, wdMain) }
+
+// wdMain is a try's watchdog (the program's main calls reexec.Init first
+// thing), started by Try for the record that VIRTCON_NET_WATCHDOG names.
+// It waits for the deadline, standing down as soon as the record is
+// removed (confirmed, rolled back) or holds another try, and otherwise
 // restores the snapshot, removes the record and exits. It works in the
 // network namespace it was started in and ignores SIGHUP and SIGINT;
-// SIGTERM makes it roll back at once. Otherwise MaybeRunWatchdog returns.
-func MaybeRunWatchdog() {
-	path, ok := os.LookupEnv(WatchdogEnv)
-	if !ok {
-		return
-	}
-	os.Exit(wdRun(path, os.Getenv(wdIDEnv)))
+// SIGTERM makes it roll back at once.
+func wdMain() int {
+	return wdRun(os.Getenv(WatchdogEnv), os.Getenv(wdIDEnv))
 }
 
 func wdRun(path, id string) int {
@@ -219,8 +220,8 @@ func wdStart(log *slog.Logger, layout paths.Layout, path, id string) (int, uint6
 	}
 	defer readyR.Close()
 
-	cmd := exec.Command(exe)
-	cmd.Env = wdEnviron(path, id)
+	// it outlives this process: no ctx kills it
+	cmd := reexec.Command(context.Background(), exe, wdMode, wdEnviron(path, id))
 	cmd.Dir = "/"
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = null, out, out
 	cmd.ExtraFiles = []*os.File{readyW} // fd 3
@@ -243,7 +244,7 @@ func wdStart(log *slog.Logger, layout paths.Layout, path, id string) (int, uint6
 	n, _ := io.ReadFull(readyR, buf)
 	if string(buf[:n]) != wdReady {
 		_ = cmd.Process.Kill()
-		return 0, 0, fmt.Errorf("watchdog %s (pid %d) did not start watching (does main call netcfg.MaybeRunWatchdog first?); see %s", exe, pid, logPath)
+		return 0, 0, fmt.Errorf("watchdog %s (pid %d) did not start watching (does main call reexec.Init first?); see %s", exe, pid, logPath)
 	}
 	log.Debug("network try watchdog started", "pid", pid, "exe", exe, "log", logPath)
 	return pid, started, nil

@@ -8,16 +8,19 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/virtcon/virtcon/internal/reexec"
 )
 
-// testChildMains are the modes in which the test binary runs as a child
-// of a test, by the environment variable that selects them; integration
-// tests add theirs in init.
+// testChildMains are the test-only modes in which the test binary runs as
+// a child of a test, by the environment variable that selects them;
+// integration tests add theirs in init. virtcon's own child modes (the
+// watchdog of a try a test starts, the DHCP client Apply starts) are
+// reexec's.
 var testChildMains = map[string]func(){}
 
 func TestMain(m *testing.M) {
-	// A try started by a test re-executes this binary as its watchdog.
-	MaybeRunWatchdog()
+	reexec.Init()
 	for env, main := range testChildMains {
 		if _, ok := os.LookupEnv(env); ok {
 			main()

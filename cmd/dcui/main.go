@@ -7,19 +7,14 @@ package main
 import (
 	"os"
 
-	"github.com/virtcon/virtcon/auth"
-	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
-	"github.com/virtcon/virtcon/netcfg"
+	"github.com/virtcon/virtcon/internal/reexec"
 	"github.com/virtcon/virtcon/tui/dcui"
 )
 
 func main() {
-	// virtcon re-executes its own binary for the KVM probe, the network
-	// try watchdog, the DHCP client and PAM transactions; those modes must
-	// never start a TUI
-	auth.MaybeRunPAMHelper()
-	kvmprobe.MaybeRunChild()
-	netcfg.MaybeRunWatchdog()
-	netcfg.MaybeRunDHCPClient()
+	// the DCUI re-executes itself for the KVM probe, a network try's
+	// watchdog, the DHCP client and PAM transactions (the packages that
+	// start them register them): those must never start a TUI
+	reexec.Init()
 	os.Exit(dcui.Main())
 }

@@ -10,10 +10,11 @@
 // that emulates instead of executing natively) fails the probe.
 //
 // Because a broken KVM can hang the calling thread inside KVM_RUN, the probe
-// always runs in a child process (the current executable re-executed with
-// VIRTCON_KVM_PROBE_CHILD set) under a hard deadline; the parent kills the
-// child's whole process group when the deadline passes. Programs using Run
-// must call MaybeRunChild first thing in main (and tests in TestMain).
+// always runs in a child process (the current executable re-executed in
+// the "kvm-probe" child mode of internal/reexec, VIRTCON_KVM_PROBE_CHILD
+// naming the device) under a hard deadline; the parent kills the child's
+// whole process group when the deadline passes. Programs using Run must
+// call reexec.Init first thing in main (and tests in TestMain).
 //
 // The package owns only this probe and its verdict. It never changes the
 // host and it leaves no VM behind: everything it creates lives and dies with

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/virtcon/virtcon/internal/reexec"
 )
 
 // Test helper modes of this test binary, selected by environment.
@@ -18,6 +20,7 @@ const (
 )
 
 func TestMain(m *testing.M) {
+	// The hang modes stand in for the probe's child, so they come first.
 	switch os.Getenv(testHangEnv) {
 	case "1":
 		hangingChild()
@@ -26,7 +29,7 @@ func TestMain(m *testing.M) {
 	case "after-result":
 		resultThenHang()
 	}
-	MaybeRunChild()
+	reexec.Init()
 	os.Exit(m.Run())
 }
 

@@ -14,10 +14,12 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/virtcon/virtcon/internal/reexec"
 )
 
 const (
-	// ChildEnv marks the child process; its value is the device to probe.
+	// ChildEnv tells the child process the device to probe.
 	ChildEnv = "VIRTCON_KVM_PROBE_CHILD"
 	// budgetEnv tells the child how long it may keep a vCPU in KVM_RUN
 	// before kicking it out itself and reporting how far the guest got.
@@ -54,14 +56,16 @@ type Options struct {
 	Logger  *slog.Logger // default: discard
 }
 
-// MaybeRunChild must be called first thing from main (and from TestMain): if
-// VIRTCON_KVM_PROBE_CHILD is set it runs the probe in this process, prints the
-// JSON Result on stdout and exits 0; otherwise it returns immediately.
-func MaybeRunChild() {
-	device, ok := os.LookupEnv(ChildEnv)
-	if !ok {
-		return
-	}
+// childMode is the probe's child mode (see internal/reexec).
+const childMode = "kvm-probe"
+
+func init() { reexec.Register(childMode, runChild) }
+
+// runChild is the probe's child (the program's main calls reexec.Init
+// first thing): it runs the probe in this process on the device that
+// VIRTCON_KVM_PROBE_CHILD names and prints the JSON Result on stdout.
+func runChild() int {
+	device := os.Getenv(ChildEnv)
 	budget, err := time.ParseDuration(os.Getenv(budgetEnv))
 	if err != nil || budget <= 0 {
 		budget = DefaultTimeout * 6 / 10
@@ -71,11 +75,11 @@ func MaybeRunChild() {
 	r.ElapsedNanos = time.Since(start).Nanoseconds()
 	if err := json.NewEncoder(os.Stdout).Encode(r); err != nil {
 		fmt.Fprintln(os.Stderr, "kvmprobe: writing result:", err)
-		os.Exit(1)
+		return 1
 	}
 	// EOF on stdout tells the parent the result is complete.
 	_ = os.Stdout.Close()
-	os.Exit(0)
+	return 0
 }
 
 // emitProgress writes one progress line for the parent to follow.
@@ -88,8 +92,8 @@ func emitProgress(r Result) {
 }
 
 // Run executes the probe in a child process under a hard deadline and
-// returns what it found. It re-executes opts.Exe (default: this program) with
-// VIRTCON_KVM_PROBE_CHILD=<device> and reads the child's JSON Result. When the
+// returns what it found. It re-executes opts.Exe (default: this program) in
+// its child mode with VIRTCON_KVM_PROBE_CHILD=<device> and reads the child's JSON Result. When the
 // deadline passes or ctx is cancelled it SIGKILLs the child's whole process
 // group and returns TimedOut=true with the last stage the child reported.
 // Run never blocks much beyond the deadline and reaps the child.
@@ -128,8 +132,8 @@ func Run(ctx context.Context, opts Options) Result {
 		closeAll(outR, outW)
 		return fail("kvm probe: pipe: %v", err)
 	}
-	cmd := exec.Command(exe)
-	cmd.Env = childEnviron(opts.Device, opts.Timeout*6/10)
+	// the deadline and ctx are watched below: they kill the whole group
+	cmd := reexec.Command(context.Background(), exe, childMode, childEnviron(opts.Device, opts.Timeout*6/10))
 	cmd.Stdout = outW
 	cmd.Stderr = errW
 	setProcessGroup(cmd)

@@ -150,7 +150,7 @@ func Main() (code int) {
 	fg := &common.Foreground{}
 	idle := auth.NewIdleTimer(f.IdleTimeout)
 	pages := livePages(c, layout, log, f.IdleTimeout, fg, idle.Touch)
-	// PAM runs in a child process (cmd/dcui calls auth.MaybeRunPAMHelper):
+	// PAM runs in a child process (cmd/dcui calls reexec.Init first):
 	// its modules' memory and crashes stay out of the console
 	self, err := os.Executable()
 	if err != nil {

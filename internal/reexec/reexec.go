@@ -1,0 +1,133 @@
+// Package reexec is the one registry of virtcon's child modes: jobs that a
+// virtcon program runs by starting its own executable again (the KVM
+// probe, a network try's watchdog, the management interface's DHCP client,
+// a PAM transaction), so that what could hang, crash, leak or must outlive
+// the caller does it in a process of its own.
+//
+// The package that starts a child registers its mode in init() and starts
+// it with Command; every program's main, and the TestMain of every test
+// binary that re-executes itself, calls Init first thing. Nothing else
+// lists the modes: a program that links the package that starts a child
+// also links its registration.
+//
+// It imports neither cobra nor Bubble Tea, and carries no data of a mode:
+// each mode passes its own parameters (environment variables, stdin, extra
+// descriptors) and keeps its own rules about what may be seen in argv and
+// in the environment (a PAM password goes on stdin only).
+package reexec
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+)
+
+// Env names the environment variable that selects the child mode: set
+// (by Command) in a child, absent in a program started normally.
+const Env = "VIRTCON_REEXEC"
+
+var (
+	mu    sync.Mutex
+	modes = map[string]func() int{}
+)
+
+// Register records the child mode name: in a process started by Command
+// for name, Init runs fn instead of main and exits with what it returns.
+// It is meant for init(); an empty name, one with characters beyond
+// [a-z0-9-], or one registered twice is a programming error and panics.
+func Register(name string, fn func() int) {
+	if !validName(name) {
+		panic(fmt.Sprintf("reexec: invalid child mode name %q (want [a-z0-9-]+)", name))
+	}
+	if fn == nil {
+		panic(fmt.Sprintf("reexec: child mode %q: nil function", name))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if _, dup := modes[name]; dup {
+		panic(fmt.Sprintf("reexec: child mode %q registered twice", name))
+	}
+	modes[name] = fn
+}
+
+func validName(name string) bool {
+	return name != "" && strings.IndexFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-')
+	}) < 0
+}
+
+// Init must be called first thing in main (and in TestMain): when this
+// process was started by Command it runs that child mode and exits;
+// otherwise it returns at once. A mode this program does not know ends
+// the process with exit status 2 and a line on stderr: whatever started
+// it wanted a child, never this program's main.
+func Init() {
+	name, ok := os.LookupEnv(Env)
+	if !ok {
+		return
+	}
+	os.Exit(run(name))
+}
+
+// run runs the mode name and returns its exit status.
+func run(name string) int {
+	mu.Lock()
+	fn := modes[name]
+	mu.Unlock()
+	if fn == nil {
+		fmt.Fprintf(os.Stderr, "%s: %s=%q: no such child mode in this program (it has: %s)\n",
+			progName(), Env, name, strings.Join(Modes(), ", "))
+		return 2
+	}
+	// What the mode starts in turn is not this mode's child, unless it
+	// says so through Command.
+	_ = os.Unsetenv(Env)
+	return fn()
+}
+
+// Modes lists the registered child modes, sorted.
+func Modes() []string {
+	mu.Lock()
+	defer mu.Unlock()
+	names := make([]string, 0, len(modes))
+	for n := range modes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// Command returns the command that runs the program exe (normally this
+// one, os.Executable()) in the child mode name, with no arguments, under
+// ctx as exec.CommandContext does (context.Background() for a child that
+// must outlive its caller). Its environment is env (nil: this process's)
+// with any inherited mode marker replaced by name's. The caller sets
+// stdin, stdout, stderr, extra files and process attributes, and starts
+// it. Starting a mode this program never registered fails.
+func Command(ctx context.Context, exe, name string, env []string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, exe)
+	if env == nil {
+		env = os.Environ()
+	}
+	env = slices.DeleteFunc(slices.Clone(env), func(kv string) bool { return strings.HasPrefix(kv, Env+"=") })
+	cmd.Env = append(env, Env+"="+name)
+	mu.Lock()
+	_, known := modes[name]
+	mu.Unlock()
+	if !known {
+		cmd.Err = fmt.Errorf("reexec: no child mode %q registered in this program", name)
+	}
+	return cmd
+}
+
+func progName() string {
+	if len(os.Args) > 0 && os.Args[0] != "" {
+		return os.Args[0]
+	}
+	return "virtcon"
+}
