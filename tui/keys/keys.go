@@ -23,9 +23,44 @@
 // so a global letter bound there would shadow the global key (x would
 // delete instead of logging out). tui/dcui's TestScreenKeysAvoidGlobalKeys
 // walks every screen's key map against this one.
+//
+// # One form for every key map
+//
+// The global map and each screen's have the same shape (soft-serve's and
+// bubbles' help.KeyMap): a KeyMap struct with one key.Binding per action,
+// those of the screen's menus, forms and dialogs included, each built with
+// On(...).Help(...) so its legend text sits beside its keys; a
+// DefaultKeyMap (here Default) that fills it; and the Map methods,
+// ShortHelp for the legend of the main view and FullHelp for the help
+// screen's columns. A screen keeps its map in a field named keys, answers
+// FullHelp with the map's, and ShortHelp with the map's unless a menu,
+// form or dialog is open, whose legend it picks from the same map (or
+// common.ConfirmHelp for a y/any-other-key confirmation).
 package keys
 
 import "charm.land/bubbles/v2/key"
+
+// Map is what every key map gives: the legend of its main view and the
+// help screen, in columns.
+type Map interface {
+	ShortHelp() []key.Binding
+	FullHelp() [][]key.Binding
+}
+
+// Keys are the keys of a binding before its legend is written.
+type Keys []string
+
+// On starts a binding pressed by any of ks (key names as
+// tea.KeyPressMsg.String spells them): keys.On("up", "k").Help("up/k", "up").
+func On(ks ...string) Keys { return Keys(ks) }
+
+// Help finishes the binding with its legend: legend is how the legend
+// writes the keys ("up/k", "F1/h"), desc what they do.
+func (k Keys) Help(legend, desc string) key.Binding {
+	return key.NewBinding(key.WithKeys(k...), key.WithHelp(legend, desc))
+}
+
+var _ Map = KeyMap{}
 
 // KeyMap is the DCUI's global key map.
 type KeyMap struct {
@@ -51,20 +86,20 @@ const Reserved = "hlsvrnwgdpxq?"
 // Default returns the key map.
 func Default() KeyMap {
 	return KeyMap{
-		Help:     key.NewBinding(key.WithKeys("f1", "h", "?"), key.WithHelp("F1/h", "help")),
-		Login:    key.NewBinding(key.WithKeys("f2", "l"), key.WithHelp("F2/l", "log in")),
-		Lock:     key.NewBinding(key.WithKeys("f2", "l"), key.WithHelp("F2/l", "lock")),
-		Status:   key.NewBinding(key.WithKeys("f3", "s"), key.WithHelp("F3/s", "status")),
-		VMs:      key.NewBinding(key.WithKeys("f4", "v"), key.WithHelp("F4/v", "VMs")),
-		Refresh:  key.NewBinding(key.WithKeys("f5", "r"), key.WithHelp("F5/r", "refresh")),
-		Network:  key.NewBinding(key.WithKeys("f6", "n"), key.WithHelp("F6/n", "network")),
-		Hardware: key.NewBinding(key.WithKeys("f7", "w"), key.WithHelp("F7/w", "hardware")),
-		Logs:     key.NewBinding(key.WithKeys("f8", "g"), key.WithHelp("F8/g", "logs")),
-		Diag:     key.NewBinding(key.WithKeys("f9", "d"), key.WithHelp("F9/d", "diagnostics")),
-		Power:    key.NewBinding(key.WithKeys("f11", "p"), key.WithHelp("F11/p", "power")),
-		Logout:   key.NewBinding(key.WithKeys("f12", "x"), key.WithHelp("F12/x", "log out")),
-		Quit:     key.NewBinding(key.WithKeys("f10", "q", "ctrl+c"), key.WithHelp("F10/q", "quit")),
-		Redraw:   key.NewBinding(key.WithKeys("ctrl+l"), key.WithHelp("^L", "redraw")),
+		Help:     On("f1", "h", "?").Help("F1/h", "help"),
+		Login:    On("f2", "l").Help("F2/l", "log in"),
+		Lock:     On("f2", "l").Help("F2/l", "lock"),
+		Status:   On("f3", "s").Help("F3/s", "status"),
+		VMs:      On("f4", "v").Help("F4/v", "VMs"),
+		Refresh:  On("f5", "r").Help("F5/r", "refresh"),
+		Network:  On("f6", "n").Help("F6/n", "network"),
+		Hardware: On("f7", "w").Help("F7/w", "hardware"),
+		Logs:     On("f8", "g").Help("F8/g", "logs"),
+		Diag:     On("f9", "d").Help("F9/d", "diagnostics"),
+		Power:    On("f11", "p").Help("F11/p", "power"),
+		Logout:   On("f12", "x").Help("F12/x", "log out"),
+		Quit:     On("f10", "q", "ctrl+c").Help("F10/q", "quit"),
+		Redraw:   On("ctrl+l").Help("^L", "redraw"),
 	}
 }
 

@@ -28,3 +28,18 @@ func TestEveryFunctionKeyHasLetterAlias(t *testing.T) {
 		}
 	}
 }
+
+// TestOnHelp: a binding built with On(...).Help(...) is pressed by its
+// keys and shows its legend, as key.NewBinding would make it.
+func TestOnHelp(t *testing.T) {
+	b := On("down", "j").Help("down/j", "scroll")
+	if got := b.Keys(); len(got) != 2 || got[0] != "down" || got[1] != "j" {
+		t.Errorf("keys %q; want [down j]", got)
+	}
+	if h := b.Help(); h.Key != "down/j" || h.Desc != "scroll" {
+		t.Errorf("help %q %q; want \"down/j\" \"scroll\"", h.Key, h.Desc)
+	}
+	if !b.Enabled() {
+		t.Error("binding disabled; want enabled")
+	}
+}
