@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io/fs"
 
+	"github.com/virtcon/virtcon/internal/fielderr"
+
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/vm"
 )
@@ -39,7 +41,9 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil:
 		return ExitOK
-	case errors.As(err, &usage), errors.Is(err, vm.ErrInvalid), errors.Is(err, vm.ErrInvalidImage), errors.Is(err, netcfg.ErrInvalid):
+	case errors.As(err, &usage), errors.Is(err, fielderr.ErrInvalid),
+		// (vm's and netcfg's kinds are fielderr.ErrInvalid too)
+		errors.Is(err, vm.ErrInvalid), errors.Is(err, vm.ErrInvalidImage), errors.Is(err, netcfg.ErrInvalid):
 		return ExitUsage
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed

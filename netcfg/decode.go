@@ -40,10 +40,10 @@ func Decode(data []byte) (*Config, error) {
 	}
 	var errs []*FieldError
 	for _, p := range yamlcheck.Check(&doc, reflect.TypeFor[Config]()) {
-		errs = append(errs, &FieldError{p.Field, p.Value, p.Msg})
+		errs = append(errs, fieldErr(p.Field, p.Value, p.Msg))
 	}
 	if len(errs) > 0 {
-		return nil, &ValidationError{errs}
+		return nil, invalid(errs)
 	}
 	var cfg Config
 	if err := doc.Decode(&cfg); err != nil {
@@ -51,13 +51,13 @@ func Decode(data []byte) (*Config, error) {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
 	}
 	if cfg.APIVersion != APIVersion {
-		errs = append(errs, &FieldError{"apiVersion", cfg.APIVersion, "want " + APIVersion})
+		errs = append(errs, fieldErr("apiVersion", cfg.APIVersion, "want "+APIVersion))
 	}
 	if cfg.Kind != Kind {
-		errs = append(errs, &FieldError{"kind", cfg.Kind, "want " + Kind})
+		errs = append(errs, fieldErr("kind", cfg.Kind, "want "+Kind))
 	}
 	if len(errs) > 0 {
-		return nil, &ValidationError{errs}
+		return nil, invalid(errs)
 	}
 	return &cfg, nil
 }

@@ -93,15 +93,15 @@ func ResetManagementDHCP(cfg *Config, iface string, live *State) (*Config, error
 		return nil, fe
 	}
 	if live.Link(iface) == nil {
-		return nil, &FieldError{"management.interface", iface, "no such interface on the host"}
+		return nil, fieldErr("management.interface", iface, "no such interface on the host")
 	}
 	if cfg == nil {
 		cfg = &Config{APIVersion: APIVersion, Kind: Kind}
 	}
 	for _, b := range cfg.Bridges {
 		if slices.Contains(b.Ports, iface) {
-			return nil, &FieldError{"management.interface", iface,
-				fmt.Sprintf("is a port of bridge %q, which would hold its address; pick another NIC or remove it from the bridge", b.Name)}
+			return nil, fieldErr("management.interface", iface,
+				fmt.Sprintf("is a port of bridge %q, which would hold its address; pick another NIC or remove it from the bridge", b.Name))
 		}
 	}
 	out := cfg.Clone()

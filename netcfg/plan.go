@@ -394,7 +394,7 @@ func (p *planner) removals() {
 			})
 			for _, r := range deps {
 				if r.IsDefault() {
-					st.risk = &FieldError{"addresses", a.String(), fmt.Sprintf("removing it from %s (applied before, gone from this file) would remove the host's default route (%s)", link, r)}
+					st.risk = riskErr("addresses", a.String(), fmt.Sprintf("removing it from %s (applied before, gone from this file) would remove the host's default route (%s)", link, r))
 				}
 			}
 			p.add(st)
@@ -417,7 +417,7 @@ func (p *planner) deleteLink(name, what string) {
 	}
 	for _, c := range carriers {
 		if p.s.carriesDefault(c) {
-			st.risk = &FieldError{strings.ToLower(what) + "s", name, fmt.Sprintf("deleting it would remove the host's default route (through %s)", c)}
+			st.risk = riskErr(strings.ToLower(what)+"s", name, fmt.Sprintf("deleting it would remove the host's default route (through %s)", c))
 		}
 	}
 	p.add(st)
@@ -726,7 +726,7 @@ func (p *planner) gateway() {
 		// place already, this changes where the host's traffic goes.
 		for _, r := range p.s.routes {
 			if r.IsDefault() && r.Dst.Addr().Is4() == gw.Is4() {
-				st.risk = &FieldError{"management.gateway", gw.String(), fmt.Sprintf("would replace the host's default route (%s)", r)}
+				st.risk = riskErr("management.gateway", gw.String(), fmt.Sprintf("would replace the host's default route (%s)", r))
 				break
 			}
 		}
@@ -747,7 +747,7 @@ func (p *planner) gateway() {
 				do:   func(h *handle) error { return delRoute(h, r, plink) },
 				undo: func(h *handle) error { return replaceRoute(h, r, plink) },
 			})
-			st.risk = &FieldError{"management.gateway", "", fmt.Sprintf("removing the default route via %s would leave the host without one", pgw)}
+			st.risk = riskErr("management.gateway", "", fmt.Sprintf("removing the default route via %s would leave the host without one", pgw))
 			p.add(st)
 			break
 		}

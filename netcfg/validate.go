@@ -44,11 +44,11 @@ var (
 func validateLinkName(field, name string) *FieldError {
 	switch {
 	case name == "":
-		return &FieldError{field, name, "is required"}
+		return fieldErr(field, name, "is required")
 	case len(name) > MaxLinkName:
-		return &FieldError{field, name, fmt.Sprintf("is %d bytes; interface names are at most %d", len(name), MaxLinkName)}
+		return fieldErr(field, name, fmt.Sprintf("is %d bytes; interface names are at most %d", len(name), MaxLinkName))
 	case !linkNameRE.MatchString(name):
-		return &FieldError{field, name, "interface names are letters, digits, '_', '.' and '-', not starting with '.' or '-'"}
+		return fieldErr(field, name, "interface names are letters, digits, '_', '.' and '-', not starting with '.' or '-'")
 	}
 	return nil
 }
@@ -76,7 +76,7 @@ func Validate(cfg *Config, live *State, opts ValidateOptions) error {
 	v := &validator{cfg: cfg, live: live}
 	v.run(opts)
 	if len(v.errs) > 0 {
-		return &ValidationError{v.errs}
+		return invalid(v.errs)
 	}
 	return nil
 }
@@ -94,7 +94,7 @@ func (v *validator) add(fe *FieldError) {
 }
 
 func (v *validator) addf(field string, value any, format string, args ...any) {
-	v.errs = append(v.errs, &FieldError{field, value, fmt.Sprintf(format, args...)})
+	v.errs = append(v.errs, fieldErr(field, value, fmt.Sprintf(format, args...)))
 }
 
 // liveType is the kind of the host's link called name, "" if none.

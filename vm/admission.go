@@ -2,7 +2,6 @@ package vm
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -19,30 +18,24 @@ import (
 )
 
 // ErrInvalid is wrapped by every admission error: bad input, not a failure.
-var ErrInvalid = errors.New("invalid virtual machine")
+// It is errors.Is fielderr.ErrInvalid too, like every kind of bad input.
+var ErrInvalid = fielderr.NewKind("invalid virtual machine")
 
-// FieldError names the offending field and value.
-type FieldError struct {
-	Field string
-	Value any
-	Msg   string
+// FieldError names the offending field and value (internal/fielderr's,
+// shared with netcfg).
+type FieldError = fielderr.FieldError
+
+// ValidationError lists every problem found, so one run shows them all;
+// vm's have Kind ErrInvalid, so errors.Is(err, ErrInvalid) is true.
+type ValidationError = fielderr.ValidationError
+
+// fieldErr is a FieldError.
+func fieldErr(field string, value any, msg string) *FieldError {
+	return &FieldError{Field: field, Value: value, Msg: msg}
 }
 
-func (e *FieldError) Error() string { return fielderr.Format(e.Field, e.Value, e.Msg) }
-
-// ValidationError lists every problem found, so one run shows them all.
-type ValidationError struct{ Errs []*FieldError }
-
-func (e *ValidationError) Error() string {
-	msgs := make([]string, len(e.Errs))
-	for i, fe := range e.Errs {
-		msgs[i] = fe.Error()
-	}
-	return fielderr.Join(ErrInvalid, msgs)
-}
-
-// Is makes errors.Is(err, ErrInvalid) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalid }
+// invalid is a ValidationError of kind ErrInvalid listing errs.
+func invalid(errs ...*FieldError) *ValidationError { return fielderr.New(ErrInvalid, errs...) }
 
 // Decode reads exactly one manifest, YAML or JSON, rejecting unknown
 // fields and values of the wrong type by their path (spec.disks[0].size).
@@ -71,9 +64,9 @@ func Decode(data []byte) (*VirtualMachine, error) {
 	if probs := yamlcheck.Check(&doc, reflect.TypeFor[VirtualMachine]()); len(probs) > 0 {
 		errs := make([]*FieldError, len(probs))
 		for i, p := range probs {
-			errs[i] = &FieldError{p.Field, p.Value, p.Msg}
+			errs[i] = fieldErr(p.Field, p.Value, p.Msg)
 		}
-		return nil, &ValidationError{errs}
+		return nil, invalid(errs...)
 	}
 	var vm VirtualMachine
 	if err := doc.Decode(&vm); err != nil {
@@ -81,10 +74,10 @@ func Decode(data []byte) (*VirtualMachine, error) {
 		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
 	}
 	if vm.APIVersion != APIVersion {
-		return nil, &ValidationError{[]*FieldError{{"apiVersion", vm.APIVersion, "want " + APIVersion}}}
+		return nil, invalid(fieldErr("apiVersion", vm.APIVersion, "want "+APIVersion))
 	}
 	if vm.Kind != Kind {
-		return nil, &ValidationError{[]*FieldError{{"kind", vm.Kind, "want " + Kind}}}
+		return nil, invalid(fieldErr("kind", vm.Kind, "want "+Kind))
 	}
 	return &vm, nil
 }
@@ -165,7 +158,7 @@ var (
 // 1 to 63 characters, starting and ending with a letter or digit.
 func ValidateName(field, name string) *FieldError {
 	if !nameRE.MatchString(name) {
-		return &FieldError{field, name, "must be 1-63 letters, digits or '-', starting and ending with a letter or digit"}
+		return fieldErr(field, name, "must be 1-63 letters, digits or '-', starting and ending with a letter or digit")
 	}
 	return nil
 }
@@ -182,11 +175,11 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 	if looksLikeUID(vm.Metadata.Name) {
 		// a name is a label and the UID the identity: a name shaped like a
 		// UID would let one VM answer to another's identity
-		add(&FieldError{"metadata.name", vm.Metadata.Name, "must not have the shape of a UUID (UUIDs are VM identities)"})
+		add(fieldErr("metadata.name", vm.Metadata.Name, "must not have the shape of a UUID (UUIDs are VM identities)"))
 	}
 	if vm.Metadata.UID != "" {
 		if _, err := uuid.Parse(vm.Metadata.UID); err != nil || len(vm.Metadata.UID) != 36 {
-			add(&FieldError{"metadata.uid", vm.Metadata.UID, "must be a UUID like 123e4567-e89b-12d3-a456-426614174000"})
+			add(fieldErr("metadata.uid", vm.Metadata.UID, "must be a UUID like 123e4567-e89b-12d3-a456-426614174000"))
 		}
 	}
 	keys := make([]string, 0, len(vm.Metadata.Labels))
@@ -198,43 +191,43 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 		f := "metadata.labels[" + k + "]"
 		switch {
 		case strings.HasPrefix(k, ReservedLabelPrefix):
-			add(&FieldError{f, k, "the " + ReservedLabelPrefix + " prefix is reserved for virtcon"})
+			add(fieldErr(f, k, "the "+ReservedLabelPrefix+" prefix is reserved for virtcon"))
 		case !labelKeyRE.MatchString(k):
-			add(&FieldError{f, k, "label keys are [prefix/]name with letters, digits, '-', '_' and '.'"})
+			add(fieldErr(f, k, "label keys are [prefix/]name with letters, digits, '-', '_' and '.'"))
 		case !labelValRE.MatchString(vm.Metadata.Labels[k]):
-			add(&FieldError{f, vm.Metadata.Labels[k], "label values are at most 63 letters, digits, '-', '_' and '.'"})
+			add(fieldErr(f, vm.Metadata.Labels[k], "label values are at most 63 letters, digits, '-', '_' and '.'"))
 		}
 	}
 	s := vm.Spec
 	switch {
 	case s.CPUs < 1:
-		add(&FieldError{"spec.cpus", s.CPUs, "must be at least 1"})
+		add(fieldErr("spec.cpus", s.CPUs, "must be at least 1"))
 	case s.CPUs > 255:
-		add(&FieldError{"spec.cpus", s.CPUs, "must be at most 255"})
+		add(fieldErr("spec.cpus", s.CPUs, "must be at most 255"))
 	case lim.CPUs > 0 && s.CPUs > lim.CPUs:
-		add(&FieldError{"spec.cpus", s.CPUs, fmt.Sprintf("the host has %d CPUs", lim.CPUs)})
+		add(fieldErr("spec.cpus", s.CPUs, fmt.Sprintf("the host has %d CPUs", lim.CPUs)))
 	}
 	switch {
 	case s.MemoryMiB < MinMemoryMiB:
-		add(&FieldError{"spec.memoryMiB", s.MemoryMiB, fmt.Sprintf("must be at least %d", MinMemoryMiB)})
+		add(fieldErr("spec.memoryMiB", s.MemoryMiB, fmt.Sprintf("must be at least %d", MinMemoryMiB)))
 	case lim.MemoryMiB > 0 && s.MemoryMiB > lim.MemoryMiB:
-		add(&FieldError{"spec.memoryMiB", s.MemoryMiB, fmt.Sprintf("the host has %d MiB", lim.MemoryMiB)})
+		add(fieldErr("spec.memoryMiB", s.MemoryMiB, fmt.Sprintf("the host has %d MiB", lim.MemoryMiB)))
 	}
 	if s.Firmware != "uefi" && s.Firmware != "bios" {
-		add(&FieldError{"spec.firmware", s.Firmware, "must be uefi or bios"})
+		add(fieldErr("spec.firmware", s.Firmware, "must be uefi or bios"))
 	}
 	if s.Machine != "q35" {
-		add(&FieldError{"spec.machine", s.Machine, "must be q35"})
+		add(fieldErr("spec.machine", s.Machine, "must be q35"))
 	}
 	if s.Accel != "auto" && s.Accel != "kvm" && s.Accel != "tcg" {
-		add(&FieldError{"spec.accel", s.Accel, "must be auto, kvm or tcg"})
+		add(fieldErr("spec.accel", s.Accel, "must be auto, kvm or tcg"))
 	}
 	seen := map[string]bool{}
 	for i, d := range s.Disks {
 		f := fmt.Sprintf("spec.disks[%d]", i)
 		add(ValidateName(f+".name", d.Name))
 		if seen[strings.ToLower(d.Name)] {
-			add(&FieldError{f + ".name", d.Name, "duplicate disk name"})
+			add(fieldErr(f+".name", d.Name, "duplicate disk name"))
 		}
 		seen[strings.ToLower(d.Name)] = true
 		if d.Image != "" {
@@ -242,55 +235,55 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 		}
 		if d.Size != "" {
 			if n, err := ParseSize(d.Size); err != nil || n < 1<<20 {
-				add(&FieldError{f + ".size", d.Size, "must be a size like 512M, 10G or 1T (at least 1M)"})
+				add(fieldErr(f+".size", d.Size, "must be a size like 512M, 10G or 1T (at least 1M)"))
 			}
 		}
 		if d.Image == "" && d.Size == "" {
-			add(&FieldError{f, d.Name, "needs an image, a size, or both"})
+			add(fieldErr(f, d.Name, "needs an image, a size, or both"))
 		}
 	}
 	if b := s.Boot; b != nil {
 		if b.Kernel == "" {
-			add(&FieldError{"spec.boot.kernel", b.Kernel, "is required when boot is set"})
+			add(fieldErr("spec.boot.kernel", b.Kernel, "is required when boot is set"))
 		}
 		for _, p := range []struct{ field, path string }{{"spec.boot.kernel", b.Kernel}, {"spec.boot.initrd", b.Initrd}} {
 			if p.path == "" {
 				continue
 			}
 			if !filepath.IsAbs(p.path) {
-				add(&FieldError{p.field, p.path, "must be an absolute path"})
+				add(fieldErr(p.field, p.path, "must be an absolute path"))
 			} else if lim.FileExists != nil {
 				if err := lim.FileExists(p.path); err != nil {
-					add(&FieldError{p.field, p.path, err.Error()})
+					add(fieldErr(p.field, p.path, err.Error()))
 				}
 			}
 		}
 	}
 	if (s.Boot == nil || s.Boot.Kernel == "") && !hasImageDisk(s.Disks) {
-		add(&FieldError{"spec", nil, "nothing to boot: give a disk with an image, or boot.kernel"})
+		add(fieldErr("spec", nil, "nothing to boot: give a disk with an image, or boot.kernel"))
 	}
 	for i, n := range s.Network {
 		f := fmt.Sprintf("spec.network[%d]", i)
 		switch {
 		case (n.Bridge == "") == (n.Network == ""):
-			add(&FieldError{f, n.Bridge + n.Network, "give exactly one of bridge or network"})
+			add(fieldErr(f, n.Bridge+n.Network, "give exactly one of bridge or network"))
 		case n.Bridge != "" && !ifNameRE.MatchString(n.Bridge):
-			add(&FieldError{f + ".bridge", n.Bridge, "must be an interface name (1-15 letters, digits, '.', '-', '_')"})
+			add(fieldErr(f+".bridge", n.Bridge, "must be an interface name (1-15 letters, digits, '.', '-', '_')"))
 		case n.Network != "":
 			add(ValidateName(f+".network", n.Network))
 		}
 		if n.MAC != "" {
 			hw, err := net.ParseMAC(n.MAC)
 			if err != nil || len(hw) != 6 || hw[0]&1 == 1 {
-				add(&FieldError{f + ".mac", n.MAC, "must be a unicast Ethernet address like 52:54:00:12:34:56"})
+				add(fieldErr(f+".mac", n.MAC, "must be a unicast Ethernet address like 52:54:00:12:34:56"))
 			}
 		}
 		if n.Model != "virtio" && n.Model != "e1000" {
-			add(&FieldError{f + ".model", n.Model, "must be virtio or e1000"})
+			add(fieldErr(f+".model", n.Model, "must be virtio or e1000"))
 		}
 	}
 	if len(errs) > 0 {
-		return &ValidationError{errs}
+		return invalid(errs...)
 	}
 	return nil
 }

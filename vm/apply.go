@@ -43,7 +43,7 @@ func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachi
 	} else if ok, err := m.store.exists(vm.Metadata.UID); err != nil {
 		return nil, err
 	} else if ok {
-		return nil, &ValidationError{[]*FieldError{{"metadata.uid", vm.Metadata.UID, "a VM with this uid exists"}}}
+		return nil, invalid(fieldErr("metadata.uid", vm.Metadata.UID, "a VM with this uid exists"))
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	vm.Metadata.CreationTimestamp = &now
@@ -98,7 +98,7 @@ func (m *Manager) checkNameFree(name, exceptUID string) error {
 	}
 	for _, o := range vms {
 		if strings.EqualFold(o.Metadata.Name, name) && o.Metadata.UID != exceptUID {
-			return &ValidationError{[]*FieldError{{"metadata.name", name, fmt.Sprintf("taken by VM %s (names are unique regardless of case)", o.Metadata.UID)}}}
+			return invalid(fieldErr("metadata.name", name, fmt.Sprintf("taken by VM %s (names are unique regardless of case)", o.Metadata.UID)))
 		}
 	}
 	return nil
@@ -218,8 +218,8 @@ func checkUserDataMask(in, stored *CloudInit) error {
 	if in == nil || in.UserData != redact.Mask || (stored != nil && stored.UserData != "") {
 		return nil
 	}
-	return &ValidationError{[]*FieldError{{"spec.cloudInit.userData", redact.Mask,
-		"is the placeholder shown in place of hidden user data, and this VM has none stored to keep: give the user data itself"}}}
+	return invalid(fieldErr("spec.cloudInit.userData", redact.Mask,
+		"is the placeholder shown in place of hidden user data, and this VM has none stored to keep: give the user data itself"))
 }
 
 // fillMACs gives every NIC without a MAC its stable generated one.
@@ -233,11 +233,11 @@ func fillMACs(vm *VirtualMachine) {
 
 func diskChangeAllowed(old, new []Disk) error {
 	if len(new) < len(old) {
-		return &ValidationError{[]*FieldError{{"spec.disks", len(new), fmt.Sprintf("disks cannot be removed by apply (the VM has %d); detach them by deleting and recreating the VM", len(old))}}}
+		return invalid(fieldErr("spec.disks", len(new), fmt.Sprintf("disks cannot be removed by apply (the VM has %d); detach them by deleting and recreating the VM", len(old))))
 	}
 	for i := range old {
 		if old[i].Name != new[i].Name || old[i].Image != new[i].Image {
-			return &ValidationError{[]*FieldError{{fmt.Sprintf("spec.disks[%d]", i), new[i].Name, "an existing disk's name and image cannot change"}}}
+			return invalid(fieldErr(fmt.Sprintf("spec.disks[%d]", i), new[i].Name, "an existing disk's name and image cannot change"))
 		}
 	}
 	return nil

@@ -57,13 +57,13 @@ func (m *Manager) createDisks(ctx context.Context, vm *VirtualMachine, disks []D
 		}
 		if n, _ := ParseSize(d.Size); n < vsize {
 			// a smaller overlay cuts the end off the guest's disk
-			bad = append(bad, &FieldError{fmt.Sprintf("spec.disks[%d].size", first+i), d.Size,
+			bad = append(bad, fieldErr(fmt.Sprintf("spec.disks[%d].size", first+i), d.Size,
 				fmt.Sprintf("is %s, smaller than image %q (%s): use at least %s, or leave size unset to take the image's size",
-					sizeString(n), d.Image, sizeString(vsize), sizeString(vsize))})
+					sizeString(n), d.Image, sizeString(vsize), sizeString(vsize))))
 		}
 	}
 	if len(bad) > 0 {
-		return &ValidationError{bad}
+		return invalid(bad...)
 	}
 	var made []string
 	defer func() {

@@ -142,7 +142,7 @@ func notRegular(path, real string, mode fs.FileMode) error {
 	if real != path {
 		kind += " (" + real + ")"
 	}
-	return &ImageError{[]*FieldError{{"file", path, "is " + kind + ": only a regular qcow2 or raw file can be imported" + hint}}}
+	return &ImageError{[]*FieldError{fieldErr("file", path, "is "+kind+": only a regular qcow2 or raw file can be imported"+hint)}}
 }
 
 // unwrapPath drops an *fs.PathError's operation and path: the caller

@@ -69,26 +69,29 @@ var ErrInUse = errors.New("in use")
 var ErrChecksum = errors.New("sha256 mismatch")
 
 // ErrInvalidImage is wrapped by every bad input to an image operation
-// (name, URL, checksum, file): bad input, not a failure.
-var ErrInvalidImage = errors.New("invalid image")
+// (name, URL, checksum, file): bad input, not a failure. It is errors.Is
+// fielderr.ErrInvalid too, but not ErrInvalid (no VM is at fault).
+var ErrInvalidImage = fielderr.NewKind("invalid image")
 
 // ErrUsageUnknown is returned when some VM specs cannot be read, so which
 // VMs use an image cannot be told: image removal fails closed on it.
 var ErrUsageUnknown = errors.New("cannot tell which VMs use images: some VM specs cannot be read")
 
 // ImageError lists every problem with the input to an image operation.
+// It is its own type (so that errors.As tells it from a VM's
+// ValidationError), a view of a fielderr.ValidationError of kind
+// ErrInvalidImage, which it unwraps to for faces that map every
+// validation error alike.
 type ImageError struct{ Errs []*FieldError }
 
-func (e *ImageError) Error() string {
-	msgs := make([]string, len(e.Errs))
-	for i, fe := range e.Errs {
-		msgs[i] = fe.Error()
-	}
-	return fielderr.Join(ErrInvalidImage, msgs)
-}
+func (e *ImageError) list() *ValidationError { return fielderr.New(ErrInvalidImage, e.Errs...) }
 
-// Is makes errors.Is(err, ErrInvalidImage) true.
-func (e *ImageError) Is(target error) bool { return target == ErrInvalidImage }
+func (e *ImageError) Error() string { return e.list().Error() }
+
+// Unwrap gives the list as a *fielderr.ValidationError of kind
+// ErrInvalidImage: errors.Is(err, ErrInvalidImage) and
+// errors.Is(err, fielderr.ErrInvalid) are true, ErrInvalid is not.
+func (e *ImageError) Unwrap() error { return e.list() }
 
 // usageError carries the unreadable specs behind ErrUsageUnknown, so
 // errors.Is finds their causes (fs.ErrPermission when not root).
@@ -344,15 +347,15 @@ func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, prog
 	}
 	wantSHA = strings.ToLower(strings.TrimSpace(wantSHA))
 	if wantSHA != "" && (len(wantSHA) != 64 || strings.Trim(wantSHA, "0123456789abcdef") != "") {
-		errs = append(errs, &FieldError{"sha256", wantSHA, "must be 64 hex digits"})
+		errs = append(errs, fieldErr("sha256", wantSHA, "must be 64 hex digits"))
 	}
 	var req *http.Request
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-		errs = append(errs, &FieldError{"url", url, "must be an http:// or https:// URL"})
+		errs = append(errs, fieldErr("url", url, "must be an http:// or https:// URL"))
 	} else {
 		var err error
 		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, url, nil); err != nil {
-			errs = append(errs, &FieldError{"url", url, err.Error()})
+			errs = append(errs, fieldErr("url", url, err.Error()))
 		}
 	}
 	if len(errs) > 0 {

@@ -276,7 +276,7 @@ type StopOptions struct {
 // Sockets are removed, logs kept.
 func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error {
 	if opts.Timeout < 0 {
-		return &ValidationError{[]*FieldError{{"timeout", opts.Timeout.String(), "must not be negative"}}}
+		return invalid(fieldErr("timeout", opts.Timeout.String(), "must not be negative"))
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = DefaultStopTimeout

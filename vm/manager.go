@@ -181,7 +181,7 @@ func (m *Manager) livePID(uid string) int {
 // find resolves a name or UID to a manifest.
 func (m *Manager) find(ref string) (*VirtualMachine, error) {
 	if strings.TrimSpace(ref) == "" {
-		return nil, &ValidationError{[]*FieldError{{"name", ref, "a VM name or UID is required"}}}
+		return nil, invalid(fieldErr("name", ref, "a VM name or UID is required"))
 	}
 	vm, err := m.store.find(ref)
 	if errors.Is(err, ErrNotFound) {
