@@ -9,4 +9,11 @@
 // rollback, the management tests) is netcfg's, reached through Sources in a
 // tea.Cmd: Update never blocks and tests run on fakes. It never changes
 // the host unless the console holds the writer lock.
+//
+// The screen (Model) is composed of one part per mode, each with its own
+// keys, legend, CLI line and view (part.go): the overview, the edit form,
+// the review, the trial apply, the keep dialog, the NIC picker, the delete
+// dialog and the test results. A part reads what the screen loaded and
+// answers keys; what needs the rest of the screen (another mode, a host
+// call) it returns as an intent that the screen carries out at once.
 package network
