@@ -41,15 +41,16 @@ type (
 	}
 )
 
-// The host calls. Each runs in a tea.Cmd and copies what it needs, so it
-// never reads the model after Update returned.
+// The host calls. Each runs in a tea.Cmd, its I/O under the session's
+// context (closing the session cuts short what runs), and copies what it
+// needs, so it never reads the model after Update returned.
 
 func (m *Model) load() tea.Cmd {
 	if m.loading || m.src == nil {
 		return nil
 	}
 	m.loading = true
-	ctx, src := context.Background(), m.src
+	ctx, src := m.c.Ctx, m.src
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()
@@ -91,7 +92,7 @@ func (m *Model) poll() tea.Cmd {
 }
 
 func (m *Model) applyCmd(cfg *netcfg.Config) tea.Cmd {
-	ctx, src := context.Background(), m.src
+	ctx, src := m.c.Ctx, m.src
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, applyTimeout)
 		defer cancel()
@@ -108,7 +109,7 @@ func (m *Model) confirmCmd() tea.Cmd {
 
 func (m *Model) rollbackCmd() tea.Cmd {
 	m.acting = true
-	ctx, src := context.Background(), m.src
+	ctx, src := m.c.Ctx, m.src
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()
@@ -121,7 +122,7 @@ func (m *Model) testCmd() tea.Cmd {
 		return nil
 	}
 	m.results.testing = true
-	ctx, src := context.Background(), m.src
+	ctx, src := m.c.Ctx, m.src
 	return func() tea.Msg {
 		// what the host is meant to have now: during a trial, the file
 		// on trial, not network.yaml
@@ -136,7 +137,7 @@ func (m *Model) testCmd() tea.Cmd {
 }
 
 func (m *Model) nicsCmd() tea.Cmd {
-	ctx, src := context.Background(), m.src
+	ctx, src := m.c.Ctx, m.src
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
 		defer cancel()

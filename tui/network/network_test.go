@@ -73,6 +73,19 @@ type fakeSources struct {
 	fallbackWhy string
 	// onTrial, when set, is what LoadEffective returns: the file on trial.
 	onTrial *netcfg.Config
+	// ctxCalls are the calls that took a ctx, each with ctx.Err() then.
+	ctxCalls []ctxCall
+}
+
+type ctxCall struct {
+	name string
+	err  error
+}
+
+func (f *fakeSources) sawCtx(name string, ctx context.Context) {
+	f.mu.Lock()
+	f.ctxCalls = append(f.ctxCalls, ctxCall{name, ctx.Err()})
+	f.mu.Unlock()
 }
 
 func newFake() *fakeSources {
@@ -113,7 +126,10 @@ func (f *fakeSources) LoadApplied() (*netcfg.Config, error) {
 	return f.applied.Clone(), nil
 }
 
-func (f *fakeSources) ReadState(context.Context) (*netcfg.State, error) { return testState(), nil }
+func (f *fakeSources) ReadState(ctx context.Context) (*netcfg.State, error) {
+	f.sawCtx("ReadState", ctx)
+	return testState(), nil
+}
 
 func (f *fakeSources) PendingTry() (*netcfg.Pending, error) {
 	f.mu.Lock()
@@ -131,7 +147,8 @@ func trial(old *netcfg.Config) *netcfg.Pending {
 	return p
 }
 
-func (f *fakeSources) ApplyDesired(_ context.Context, cfg *netcfg.Config, opts netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error) {
+func (f *fakeSources) ApplyDesired(ctx context.Context, cfg *netcfg.Config, opts netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error) {
+	f.sawCtx("ApplyDesired", ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.applies = append(f.applies, cfg)
@@ -152,7 +169,8 @@ func (f *fakeSources) ConfirmDesired() error {
 	return nil
 }
 
-func (f *fakeSources) RollbackDesired(context.Context) error {
+func (f *fakeSources) RollbackDesired(ctx context.Context) error {
+	f.sawCtx("RollbackDesired", ctx)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.rollback++
@@ -160,7 +178,8 @@ func (f *fakeSources) RollbackDesired(context.Context) error {
 	return nil
 }
 
-func (f *fakeSources) TestManagement(_ context.Context, cfg *netcfg.Config) []netcfg.TestResult {
+func (f *fakeSources) TestManagement(ctx context.Context, cfg *netcfg.Config) []netcfg.TestResult {
+	f.sawCtx("TestManagement", ctx)
 	f.mu.Lock()
 	f.tested++
 	f.testedCfgs = append(f.testedCfgs, cfg)
@@ -172,13 +191,20 @@ func (f *fakeSources) TestManagement(_ context.Context, cfg *netcfg.Config) []ne
 	}
 }
 
-func (f *fakeSources) NICs(context.Context) ([]string, error) {
+func (f *fakeSources) NICs(ctx context.Context) ([]string, error) {
+	f.sawCtx("NICs", ctx)
 	return testState().NICs(), nil
 }
 
 func newModel(t *testing.T, tier term.Tier, src Sources, writer bool) *Model {
 	t.Helper()
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	return newModelIn(t, context.Background(), tier, src, writer)
+}
+
+// newModelIn is newModel in the session ctx.
+func newModelIn(t *testing.T, ctx context.Context, tier term.Tier, src Sources, writer bool) *Model {
+	t.Helper()
+	c := common.New(ctx, tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Now = func() time.Time { return fixedNow }
 	c.Session = &common.Session{User: "root", TTY: "tty1", Writer: writer}
 	if !writer {
@@ -801,4 +827,37 @@ func TestReloadDuringForm(t *testing.T) {
 		t.Fatalf("mode %d after submitting; want the review; errors %q", m.mode, m.form.errs)
 	}
 	mustContain(t, screen(m), "+ bridges[br9].name: br9")
+}
+
+// TestCallsEndWithTheSession: every host call runs under the session's
+// context, so ending the session (a closed web terminal, a signal) cuts
+// short what runs instead of leaving it to its own timeout.
+func TestCallsEndWithTheSession(t *testing.T) {
+	f := newFake()
+	ctx, cancel := context.WithCancel(context.Background())
+	m := newModelIn(t, ctx, term.Plain, f, true)
+	send(t, m, common.ActivateMsg{})
+	cancel()
+	send(t, m, common.RefreshMsg{})     // ReadState
+	press(t, m, "t", "esc")             // TestManagement
+	press(t, m, "z", "j", "enter", "y") // NICs, ApplyDesired
+	press(t, m, "b")                    // RollbackDesired
+	seen := map[string]bool{}
+	for i, c := range f.ctxCalls {
+		if i == 0 {
+			continue // the load before the session ended
+		}
+		seen[c.name] = true
+		if !errors.Is(c.err, context.Canceled) {
+			t.Errorf("%s ran after the session ended with ctx error %v; want %v", c.name, c.err, context.Canceled)
+		}
+	}
+	for _, name := range []string{"ReadState", "TestManagement", "NICs", "ApplyDesired", "RollbackDesired"} {
+		if !seen[name] {
+			t.Errorf("%s was not called after the session ended (calls %+v)", name, f.ctxCalls)
+		}
+	}
+	if err := f.ctxCalls[0].err; err != nil {
+		t.Errorf("the load before the session ended saw ctx error %v; want none", err)
+	}
 }
