@@ -15,6 +15,7 @@ import (
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/styles"
 	"github.com/virtcon/virtcon/tui/term"
 )
@@ -53,13 +54,30 @@ type writtenMsg struct {
 	err error
 }
 
-type keyMap struct{ Write key.Binding }
+// KeyMap is the screen's keys; none is a letter the global map reserves.
+type KeyMap struct{ Write key.Binding }
+
+var _ keys.Map = KeyMap{}
+
+// DefaultKeyMap returns the screen's keys.
+func DefaultKeyMap() KeyMap {
+	return KeyMap{
+		// b for "bundle"; d, the global diagnostics key, is taken
+		Write: keys.On("enter", "b").Help("enter/b", "write bundle"),
+	}
+}
+
+// ShortHelp is the screen's legend.
+func (k KeyMap) ShortHelp() []key.Binding { return []key.Binding{k.Write} }
+
+// FullHelp is the screen's help.
+func (k KeyMap) FullHelp() [][]key.Binding { return [][]key.Binding{{k.Write}} }
 
 // Model is the Diagnostics screen.
 type Model struct {
-	c   common.Common
-	src Sources
-	km  keyMap
+	c    common.Common
+	src  Sources
+	keys KeyMap
 
 	running bool
 	started time.Time
@@ -78,10 +96,7 @@ func New(c common.Common, src Sources) *Model {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	m := &Model{c: c, src: src, km: keyMap{
-		// b for "bundle"; d, the global diagnostics key, is taken
-		Write: key.NewBinding(key.WithKeys("enter", "b"), key.WithHelp("enter/b", "write bundle")),
-	}}
+	m := &Model{c: c, src: src, keys: DefaultKeyMap()}
 	m.SetSize(76, 17)
 	return m
 }
@@ -101,10 +116,10 @@ func (m *Model) CLI() string {
 func (m *Model) Capturing() bool { return false }
 
 // ShortHelp is the screen's part of the legend.
-func (m *Model) ShortHelp() []key.Binding { return []key.Binding{m.km.Write} }
+func (m *Model) ShortHelp() []key.Binding { return m.keys.ShortHelp() }
 
 // FullHelp is the screen's help.
-func (m *Model) FullHelp() [][]key.Binding { return [][]key.Binding{{m.km.Write}} }
+func (m *Model) FullHelp() [][]key.Binding { return m.keys.FullHelp() }
 
 // SetSize sets the content area.
 func (m *Model) SetSize(w, h int) { m.c.Width, m.c.Height = max(w, 20), max(h, 4) }
@@ -119,7 +134,7 @@ func (m *Model) Running() bool { return m.running }
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.KeyPressMsg:
-		if key.Matches(msg, m.km.Write) {
+		if key.Matches(msg, m.keys.Write) {
 			return m, m.write()
 		}
 	case writtenMsg:

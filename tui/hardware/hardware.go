@@ -16,6 +16,7 @@ import (
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/status"
 	"github.com/virtcon/virtcon/tui/styles"
 	"github.com/virtcon/virtcon/tui/term"
@@ -62,32 +63,46 @@ var sectionNames = [numSections]string{"Summary", "Checks", "PCI & IOMMU", "Huge
 // String is the section's name on the tab line.
 func (s Section) String() string { return sectionNames[s] }
 
-type keyMap struct {
+// KeyMap is the screen's keys. They avoid the global letters (h l s v r
+// n w g d p x q ?): arrows, j/k, pgup/pgdown, home/end, tab and digits
+// only.
+type KeyMap struct {
 	Up, Down, PageUp, PageDown, Top, Bottom, Next, Prev, Jump key.Binding
 }
 
-// Keys avoid the global letters (h l s v r n w g d p x q ?): arrows, j/k,
-// pgup/pgdown, home/end, tab and digits only.
-func defaultKeys() keyMap {
-	return keyMap{
-		Up:       key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("up/k", "scroll")),
-		Down:     key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("down/j", "scroll")),
-		PageUp:   key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "page up")),
-		PageDown: key.NewBinding(key.WithKeys("pgdown", "space"), key.WithHelp("pgdn", "page down")),
-		Top:      key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "top")),
-		Bottom:   key.NewBinding(key.WithKeys("end"), key.WithHelp("end", "bottom")),
-		Next:     key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next section")),
-		Prev:     key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous section")),
-		Jump:     key.NewBinding(key.WithKeys("1", "2", "3", "4", "5"), key.WithHelp("1-5", "section")),
+var _ keys.Map = KeyMap{}
+
+// DefaultKeyMap returns the screen's keys.
+func DefaultKeyMap() KeyMap {
+	return KeyMap{
+		Up:       keys.On("up", "k").Help("up/k", "scroll"),
+		Down:     keys.On("down", "j").Help("down/j", "scroll"),
+		PageUp:   keys.On("pgup").Help("pgup", "page up"),
+		PageDown: keys.On("pgdown", "space").Help("pgdn", "page down"),
+		Top:      keys.On("home").Help("home", "top"),
+		Bottom:   keys.On("end").Help("end", "bottom"),
+		Next:     keys.On("tab").Help("tab", "next section"),
+		Prev:     keys.On("shift+tab").Help("shift+tab", "previous section"),
+		Jump:     keys.On("1", "2", "3", "4", "5").Help("1-5", "section"),
 	}
+}
+
+// ShortHelp is the screen's legend.
+func (k KeyMap) ShortHelp() []key.Binding {
+	return []key.Binding{k.Down, k.PageDown, k.Next, k.Jump}
+}
+
+// FullHelp is the screen's help.
+func (k KeyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}, {k.Next, k.Prev, k.Jump}}
 }
 
 // Model is the Hardware screen.
 type Model struct {
-	c   common.Common
-	src Sources
-	km  keyMap
-	vp  viewport.Model
+	c    common.Common
+	src  Sources
+	keys KeyMap
+	vp   viewport.Model
 
 	inv    *hostinfo.Inventory
 	rep    *hostinfo.Report
@@ -106,9 +121,9 @@ func New(c common.Common, src Sources) *Model {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	m := &Model{c: c, src: src, km: defaultKeys(), vp: viewport.New()}
+	m := &Model{c: c, src: src, keys: DefaultKeyMap(), vp: viewport.New()}
 	m.vp.KeyMap = viewport.KeyMap{
-		Up: m.km.Up, Down: m.km.Down, PageUp: m.km.PageUp, PageDown: m.km.PageDown,
+		Up: m.keys.Up, Down: m.keys.Down, PageUp: m.keys.PageUp, PageDown: m.keys.PageDown,
 		// no half pages, no horizontal scroll: lines are cut to the width
 	}
 	m.SetSize(76, 17)
@@ -133,15 +148,10 @@ func (m *Model) Capturing() bool { return false }
 func (m *Model) Section() Section { return m.sec }
 
 // ShortHelp is the screen's part of the legend.
-func (m *Model) ShortHelp() []key.Binding {
-	return []key.Binding{m.km.Down, m.km.PageDown, m.km.Next, m.km.Jump}
-}
+func (m *Model) ShortHelp() []key.Binding { return m.keys.ShortHelp() }
 
 // FullHelp is the screen's help.
-func (m *Model) FullHelp() [][]key.Binding {
-	k := m.km
-	return [][]key.Binding{{k.Up, k.Down, k.PageUp, k.PageDown, k.Top, k.Bottom}, {k.Next, k.Prev, k.Jump}}
-}
+func (m *Model) FullHelp() [][]key.Binding { return m.keys.FullHelp() }
 
 // SetSize lays the content area out: the tab line, the viewport, the
 // position line.
@@ -190,7 +200,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m *Model) key(msg tea.KeyPressMsg) {
-	k := m.km
+	k := m.keys
 	switch {
 	case key.Matches(msg, k.Next):
 		m.jump((m.sec + 1) % numSections)

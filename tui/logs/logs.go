@@ -12,6 +12,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/styles"
 	"github.com/virtcon/virtcon/tui/term"
 )
@@ -41,23 +42,44 @@ type KeyMap struct {
 	NextFile, PrevFile                    key.Binding
 	Up, Down, PageUp, PageDown, Home, End key.Binding
 	Follow, Search, NextMatch, PrevMatch  key.Binding
+	// the search box's
+	SearchEnter, SearchCancel key.Binding
 }
+
+var _ keys.Map = KeyMap{}
 
 // DefaultKeyMap returns the screen's bindings.
 func DefaultKeyMap() KeyMap {
 	return KeyMap{
-		NextFile:  key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "next file")),
-		PrevFile:  key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("S-tab", "prev file")),
-		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("up/k", "scroll up")),
-		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("dn/j", "scroll down")),
-		PageUp:    key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "page up")),
-		PageDown:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
-		Home:      key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "top")),
-		End:       key.NewBinding(key.WithKeys("end"), key.WithHelp("end", "bottom")),
-		Follow:    key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "follow")),
-		Search:    key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "search")),
-		NextMatch: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "next match")),
-		PrevMatch: key.NewBinding(key.WithKeys("u"), key.WithHelp("u", "prev match")),
+		NextFile:  keys.On("tab").Help("tab", "next file"),
+		PrevFile:  keys.On("shift+tab").Help("S-tab", "prev file"),
+		Up:        keys.On("up", "k").Help("up/k", "scroll up"),
+		Down:      keys.On("down", "j").Help("dn/j", "scroll down"),
+		PageUp:    keys.On("pgup").Help("pgup", "page up"),
+		PageDown:  keys.On("pgdown").Help("pgdn", "page down"),
+		Home:      keys.On("home").Help("home", "top"),
+		End:       keys.On("end").Help("end", "bottom"),
+		Follow:    keys.On("f").Help("f", "follow"),
+		Search:    keys.On("/").Help("/", "search"),
+		NextMatch: keys.On("o").Help("o", "next match"),
+		PrevMatch: keys.On("u").Help("u", "prev match"),
+
+		SearchEnter:  keys.On("enter").Help("enter", "search"),
+		SearchCancel: keys.On("esc").Help("esc", "cancel"),
+	}
+}
+
+// ShortHelp is the legend of the file view; it fits one 76-column line
+// (FullHelp has the rest).
+func (k KeyMap) ShortHelp() []key.Binding {
+	return []key.Binding{k.NextFile, k.Search, k.NextMatch, k.PrevMatch, k.Follow, k.End}
+}
+
+// FullHelp is the screen's help.
+func (k KeyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.NextFile, k.PrevFile, k.Follow, k.Search, k.NextMatch, k.PrevMatch},
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
 	}
 }
 
@@ -124,27 +146,14 @@ func (m *Model) Capturing() bool { return m.searching }
 // ShortHelp is the screen's part of the key legend; it fits one
 // 76-column line (FullHelp has the rest).
 func (m *Model) ShortHelp() []key.Binding {
-	k := m.keys
 	if m.searching {
-		return []key.Binding{searchEnter, searchCancel}
+		return []key.Binding{m.keys.SearchEnter, m.keys.SearchCancel}
 	}
-	return []key.Binding{k.NextFile, k.Search, k.NextMatch, k.PrevMatch, k.Follow, k.End}
+	return m.keys.ShortHelp()
 }
-
-// The search box's keys.
-var (
-	searchEnter  = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "search"))
-	searchCancel = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "cancel"))
-)
 
 // FullHelp is the screen's help.
-func (m *Model) FullHelp() [][]key.Binding {
-	k := m.keys
-	return [][]key.Binding{
-		{k.NextFile, k.PrevFile, k.Follow, k.Search, k.NextMatch, k.PrevMatch},
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
-	}
-}
+func (m *Model) FullHelp() [][]key.Binding { return m.keys.FullHelp() }
 
 // CLI is the shell command that shows the selected log.
 func (m *Model) CLI() string {

@@ -15,6 +15,7 @@ import (
 	"github.com/virtcon/virtcon/paths"
 	hostpower "github.com/virtcon/virtcon/power"
 	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/styles"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/vm"
@@ -60,25 +61,39 @@ type (
 	}
 )
 
-type keyMap struct {
+// KeyMap is the screen's keys; none is a letter the global map reserves.
+type KeyMap struct {
 	Up, Down, Open, Reboot, PowerOff key.Binding
 }
 
-func defaultKeys() keyMap {
-	return keyMap{
-		Up:       key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("up/k", "select")),
-		Down:     key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("down/j", "select")),
-		Open:     key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "choose")),
-		Reboot:   key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "reboot host")),
-		PowerOff: key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "power off host")),
+var _ keys.Map = KeyMap{}
+
+// DefaultKeyMap returns the screen's keys.
+func DefaultKeyMap() KeyMap {
+	return KeyMap{
+		Up:       keys.On("up", "k").Help("up/k", "select"),
+		Down:     keys.On("down", "j").Help("down/j", "select"),
+		Open:     keys.On("enter").Help("enter", "choose"),
+		Reboot:   keys.On("b").Help("b", "reboot host"),
+		PowerOff: keys.On("o").Help("o", "power off host"),
 	}
+}
+
+// ShortHelp is the legend of the action list.
+func (k KeyMap) ShortHelp() []key.Binding {
+	return []key.Binding{k.Reboot, k.PowerOff, k.Down, k.Open}
+}
+
+// FullHelp is the screen's help: the list and the confirmation.
+func (k KeyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{{k.Reboot, k.PowerOff, k.Up, k.Down, k.Open}, common.ConfirmHelp("reboot or power off")}
 }
 
 // Model is the Power screen.
 type Model struct {
-	c   common.Common
-	src Sources
-	km  keyMap
+	c    common.Common
+	src  Sources
+	keys KeyMap
 
 	sel Action // the highlighted action
 
@@ -108,7 +123,7 @@ func New(c common.Common, src Sources) *Model {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	m := &Model{c: c, src: src, km: defaultKeys(), sel: hostpower.ActionReboot}
+	m := &Model{c: c, src: src, keys: DefaultKeyMap(), sel: hostpower.ActionReboot}
 	m.SetSize(76, 17)
 	return m
 }
@@ -134,14 +149,11 @@ func (m *Model) ShortHelp() []key.Binding {
 	if m.dialog != nil {
 		return common.ConfirmHelp(verb(*m.dialog))
 	}
-	return []key.Binding{m.km.Reboot, m.km.PowerOff, m.km.Down, m.km.Open}
+	return m.keys.ShortHelp()
 }
 
 // FullHelp is the screen's help.
-func (m *Model) FullHelp() [][]key.Binding {
-	k := m.km
-	return [][]key.Binding{{k.Reboot, k.PowerOff, k.Up, k.Down, k.Open}, common.ConfirmHelp("reboot or power off")}
-}
+func (m *Model) FullHelp() [][]key.Binding { return m.keys.FullHelp() }
 
 // SetSize sets the content area.
 func (m *Model) SetSize(w, h int) { m.c.Width, m.c.Height = max(w, 20), max(h, 4) }
@@ -200,7 +212,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
-	k := m.km
+	k := m.keys
 	switch {
 	case key.Matches(msg, k.Up), key.Matches(msg, k.Down):
 		if m.sel == hostpower.ActionReboot {

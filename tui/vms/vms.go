@@ -15,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/styles"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/vm"
@@ -175,7 +176,11 @@ type KeyMap struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
 	Menu, Start, Stop, ForceStop, Reboot  key.Binding
 	Delete, Console                       key.Binding
+	// the action menu's own keys, and the console's way out
+	Choose, Close, Detach key.Binding
 }
+
+var _ keys.Map = KeyMap{}
 
 // action is the binding of a lifecycle action.
 func (k KeyMap) action(a action) key.Binding {
@@ -227,19 +232,37 @@ func lastAlias(k string) string {
 // DefaultKeyMap returns the screen's bindings.
 func DefaultKeyMap() KeyMap {
 	return KeyMap{
-		Up:        key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("up/k", "up")),
-		Down:      key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("dn/j", "down")),
-		PageUp:    key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "page up")),
-		PageDown:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
-		Home:      key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "first")),
-		End:       key.NewBinding(key.WithKeys("end"), key.WithHelp("end", "last")),
-		Menu:      key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "menu")),
-		Start:     key.NewBinding(key.WithKeys("a"), key.WithHelp("a", "start")),
-		Stop:      key.NewBinding(key.WithKeys("o"), key.WithHelp("o", "stop")),
-		ForceStop: key.NewBinding(key.WithKeys("f"), key.WithHelp("f", "force stop")),
-		Reboot:    key.NewBinding(key.WithKeys("b"), key.WithHelp("b", "reboot")),
-		Delete:    key.NewBinding(key.WithKeys("delete", "D"), key.WithHelp("Del/D", "delete")),
-		Console:   key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "console")),
+		Up:        keys.On("up", "k").Help("up/k", "up"),
+		Down:      keys.On("down", "j").Help("dn/j", "down"),
+		PageUp:    keys.On("pgup").Help("pgup", "page up"),
+		PageDown:  keys.On("pgdown").Help("pgdn", "page down"),
+		Home:      keys.On("home").Help("home", "first"),
+		End:       keys.On("end").Help("end", "last"),
+		Menu:      keys.On("enter").Help("enter", "menu"),
+		Start:     keys.On("a").Help("a", "start"),
+		Stop:      keys.On("o").Help("o", "stop"),
+		ForceStop: keys.On("f").Help("f", "force stop"),
+		Reboot:    keys.On("b").Help("b", "reboot"),
+		Delete:    keys.On("delete", "D").Help("Del/D", "delete"),
+		Console:   keys.On("c").Help("c", "console"),
+
+		Choose: keys.On("enter").Help("enter", "choose"),
+		Close:  keys.On("esc").Help("esc", "close"),
+		Detach: keys.On("ctrl+]").Help("^]", "leave the console (the VM keeps running)"),
+	}
+}
+
+// ShortHelp is the list's legend; it fits one 76-column line.
+func (k KeyMap) ShortHelp() []key.Binding {
+	return []key.Binding{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console}
+}
+
+// FullHelp is the screen's help: the list, the actions, the menu.
+func (k KeyMap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
+		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console, k.Detach},
+		{k.Choose, k.menuLetters(), k.Close},
 	}
 }
 
@@ -313,27 +336,13 @@ func (m *Model) ShortHelp() []key.Binding {
 	case m.confirm != nil:
 		return common.ConfirmHelp("delete")
 	case m.menu != nil:
-		return []key.Binding{k.Up, k.Down, menuChoose, k.menuLetters(), menuClose}
+		return []key.Binding{k.Up, k.Down, k.Choose, k.menuLetters(), k.Close}
 	}
-	return []key.Binding{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console}
+	return k.ShortHelp()
 }
-
-// The menu's keys, for the legend and the help.
-var (
-	menuChoose = key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "choose"))
-	menuClose  = key.NewBinding(key.WithKeys("esc"), key.WithHelp("esc", "close"))
-	detach     = key.NewBinding(key.WithKeys("ctrl+]"), key.WithHelp("^]", "leave the console (the VM keeps running)"))
-)
 
 // FullHelp is the screen's help.
-func (m *Model) FullHelp() [][]key.Binding {
-	k := m.keys
-	return [][]key.Binding{
-		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
-		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console, detach},
-		{menuChoose, k.menuLetters(), menuClose},
-	}
-}
+func (m *Model) FullHelp() [][]key.Binding { return m.keys.FullHelp() }
 
 // CLI is the command of the highlighted menu item or pending action, else
 // the obvious next step for the selected VM, else `virt vm list`.
