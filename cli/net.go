@@ -13,7 +13,10 @@ import (
 )
 
 // networkFile is the desired host network under --root.
-func (e *Env) networkFile() string { return netcfg.DesiredFile(e.Layout()) }
+func (e *Env) networkFile() string { return e.net().DesiredFile() }
+
+// net is the network service every net command goes through.
+func (e *Env) net() *netcfg.Service { return e.Host().Net }
 
 // Annotations of the net commands, read by the net command's pre-run.
 const (
@@ -40,7 +43,18 @@ func newNetCmd(env *Env) *cobra.Command {
 	}
 	cmd.AddCommand(newNetShowCmd(env), newNetApplyCmd(env), newNetConfirmCmd(env), newNetRollbackCmd(env), newNetStatusCmd(env),
 		newNetBridgeCmd(env), newNetNATCmd(env), newNetTestCmd(env), newNetResetDHCPCmd(env))
+	wordNetCmds(cmd)
 	return cmd
+}
+
+// wordNetCmds has every net command's error worded by wordNet.
+func wordNetCmds(cmd *cobra.Command) {
+	for _, c := range cmd.Commands() {
+		if run := c.RunE; run != nil {
+			c.RunE = func(cmd *cobra.Command, args []string) error { return wordNet(run(cmd, args)) }
+		}
+		wordNetCmds(c)
+	}
 }
 
 // netPreRun runs before every `virt net` command: it rolls back an
@@ -56,14 +70,14 @@ func netPreRun(cmd *cobra.Command, env *Env) error {
 	if f := cmd.Flags().Lookup("dry-run"); f != nil && f.Value.String() == "true" {
 		return nil
 	}
-	return wordTryPending(netcfg.CheckNoPendingTry(env.Layout()))
+	return wordTryPending(env.net().CheckNoPendingTry())
 }
 
 // resolveExpiredTry is netcfg.ResolveExpiredTry, told on stderr. A
 // failure is a warning: the command goes on, and one that changes the
 // network is refused since the try stays pending.
 func resolveExpiredTry(cmd *cobra.Command, env *Env) {
-	r, err := netcfg.ResolveExpiredTry(cmd.Context(), env.Logger, env.Layout())
+	r, err := env.net().ResolveExpiredTry(cmd.Context())
 	w := textOnly{env.IO.ErrOut}
 	switch {
 	case errors.Is(err, netcfg.ErrTryBusy):
@@ -102,12 +116,91 @@ func wordTryPending(err error) error {
 	return fmt.Errorf("%w; keep it with `virt net confirm` or undo it with `virt net rollback`, then run this again", err)
 }
 
-func readNetworkFile(path string) (*netcfg.Config, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
+// wordNet adds to netcfg's errors what the CLI user can do about them,
+// in the CLI's commands and flags: the core's errors carry the facts
+// (the deadline asked for and the least one, the try and why it cannot
+// be kept, the fields of the default-route rule). Each worded error keeps
+// the original in its chain, for errors.Is/As and the exit code.
+func wordNet(err error) error {
+	if err == nil {
+		return nil
 	}
-	return netcfg.Decode(b)
+	var (
+		short   *netcfg.DeadlineTooShortError
+		overrun *netcfg.TryOverrunError
+		ended   *netcfg.NotConfirmableError
+		tried   *netcfg.TriedFileError
+		unkept  *netcfg.UnkeepableTryError
+		invalid *netcfg.ValidationError
+	)
+	if errors.As(err, &short) {
+		msg := fmt.Sprintf("%v: --try %v is shorter than the %v needed to apply and verify; use --try %v or longer",
+			netcfg.ErrDeadlineTooShort, short.Got, short.Min, short.Min)
+		if short.STP > 0 {
+			msg = fmt.Sprintf("%v: --try %v is shorter than %v: STP on the bridges involved takes %v (2 × forward delay) before ports forward, plus %v to apply and verify; use --try %v or longer",
+				netcfg.ErrDeadlineTooShort, short.Got, short.Min, short.STP, short.Margin, short.Min)
+		}
+		err = reword(err, short, msg)
+	}
+	if errors.As(err, &overrun) {
+		err = reword(err, overrun, overrun.Error()+"; use a longer --try")
+	}
+	if errors.As(err, &ended) {
+		if ended.RollbackError != "" {
+			err = reword(err, ended, ended.Error()+"; run `virt net rollback` to retry the rollback")
+		} else {
+			err = reword(err, ended, ended.Error()+"; if it stays pending, run `virt net rollback` to retry the rollback")
+		}
+	}
+	if errors.As(err, &tried) {
+		err = reword(err, tried, tried.Error()+"; run `virt net rollback` and try again")
+	}
+	if errors.As(err, &unkept) {
+		err = reword(err, unkept, fmt.Sprintf("try started, but recording %s failed, so it cannot be kept (it rolls back at the deadline, or now with `virt net rollback`): %v",
+			unkept.Path, unkept.Err))
+	}
+	if errors.As(err, &invalid) && errors.Is(invalid.Kind, netcfg.ErrInvalid) {
+		words := &netcfg.ValidationError{Kind: invalid.Kind, Errs: make([]*netcfg.FieldError, len(invalid.Errs))}
+		for i, fe := range invalid.Errs {
+			words.Errs[i] = wordNeedsTry(fe)
+		}
+		err = reword(err, invalid, words.Error())
+	}
+	return err
+}
+
+// wordNeedsTry says how to make a change that the default-route rule
+// refuses: with --try.
+func wordNeedsTry(fe *netcfg.FieldError) *netcfg.FieldError {
+	const how = "apply with --try, which rolls back unless confirmed"
+	c := *fe
+	switch {
+	case errors.Is(fe, netcfg.ErrPortCarriesDefaultRoute):
+		c.Msg += ": " + how
+	case errors.Is(fe, netcfg.ErrChangesDefaultRoute):
+		c.Msg += "; " + how
+	}
+	return &c
+}
+
+// worded is an error whose text the CLI has worded; the error it words
+// stays in the chain.
+type worded struct {
+	msg string
+	err error
+}
+
+func (w *worded) Error() string { return w.msg }
+func (w *worded) Unwrap() error { return w.err }
+
+// reword returns err with the text of inner, an error in its chain,
+// replaced by text (err itself when its text does not show inner's).
+func reword(err, inner error, text string) error {
+	msg, old := err.Error(), inner.Error()
+	if old == text || !strings.Contains(msg, old) {
+		return err
+	}
+	return &worded{msg: strings.Replace(msg, old, text, 1), err: err}
 }
 
 func newNetShowCmd(env *Env) *cobra.Command {
@@ -116,13 +209,7 @@ func newNetShowCmd(env *Env) *cobra.Command {
 		Short: "Show what applying network.yaml would change on the live host",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := readNetworkFile(env.networkFile())
-			if errors.Is(err, os.ErrNotExist) {
-				cfg = &netcfg.Config{APIVersion: netcfg.APIVersion, Kind: netcfg.Kind}
-			} else if err != nil {
-				return err
-			}
-			res, err := netcfg.Apply(cmd.Context(), env.Logger, env.Layout(), cfg, netcfg.ApplyOptions{DryRun: true, AllowDefaultRouteChange: true})
+			res, err := env.net().PlanDesired(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -177,10 +264,16 @@ refused (a --dry-run excepted): confirm or roll back first.`,
 
 // applyNetwork applies cfg (whose file content is data, nil to marshal
 // cfg), directly or as a try, and records it as the desired network.yaml
-// (on confirm, for a try): netcfg.ApplyDesired, rendered.
+// (on confirm, for a try): Service.ApplyDesired, rendered.
 func applyNetwork(cmd *cobra.Command, env *Env, cfg *netcfg.Config, data []byte, try time.Duration, dryRun bool) error {
-	res, pending, err := netcfg.ApplyDesired(cmd.Context(), env.Logger, env.Layout(), cfg,
+	res, pending, err := env.net().ApplyDesired(cmd.Context(), cfg,
 		netcfg.DesiredOptions{Try: try, DryRun: dryRun, Data: data})
+	return renderApplied(env, res, pending, err, dryRun)
+}
+
+// renderApplied renders what an apply did (or, in a dry run, would do),
+// or its error worded.
+func renderApplied(env *Env, res *netcfg.Result, pending *netcfg.Pending, err error, dryRun bool) error {
 	if errors.Is(err, netcfg.ErrDeadlineTooShort) {
 		return &UsageError{err}
 	}
@@ -225,7 +318,7 @@ func newNetConfirmCmd(env *Env) *cobra.Command {
 		Short: "Keep the network configuration being tried",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := netcfg.ConfirmDesired(env.Layout()); err != nil {
+			if err := env.net().ConfirmDesired(); err != nil {
 				return err
 			}
 			fmt.Fprintln(env.IO.ErrOut, "network configuration confirmed")
@@ -242,7 +335,7 @@ func newNetRollbackCmd(env *Env) *cobra.Command {
 		// an expired try is this command's to roll back
 		Annotations: map[string]string{annNetOwnRollback: "true"},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := netcfg.RollbackDesired(cmd.Context(), env.Layout()); err != nil {
+			if err := env.net().RollbackDesired(cmd.Context()); err != nil {
 				return err
 			}
 			fmt.Fprintln(env.IO.ErrOut, "network configuration rolled back")
@@ -257,16 +350,15 @@ func newNetStatusCmd(env *Env) *cobra.Command {
 		Short: "Show a pending network try and its deadline",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := netcfg.PendingTry(env.Layout())
-			if errors.Is(err, netcfg.ErrNoPendingTry) {
-				os.Remove(netcfg.DesiredPendingFile(env.Layout())) // a try the watchdog already rolled back
+			p, err := env.net().PendingTry()
+			if err != nil {
+				return err
+			}
+			if p == nil {
 				return render(env.IO.Out, env.Output, map[string]any{"pending": nil}, func(w io.Writer) error {
 					fmt.Fprintln(w, "no network change pending")
 					return nil
 				})
-			}
-			if err != nil {
-				return err
 			}
 			running := p.WatchdogRunning()
 			return render(env.IO.Out, env.Output, map[string]any{"pending": p, "watchdogRunning": running}, func(w io.Writer) error {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +13,7 @@ import (
 
 // desiredNetwork is the configuration the imperative commands edit: the
 // desired file, else the applied one, else an empty one.
-func desiredNetwork(env *Env) (*netcfg.Config, error) { return netcfg.LoadDesired(env.Layout()) }
+func desiredNetwork(env *Env) (*netcfg.Config, error) { return env.net().LoadDesired() }
 
 // applyEdited applies an edited configuration like `virt net apply -f`
 // (ApplyDesired puts it through the same admission as a file).
@@ -90,43 +89,9 @@ func newNetBridgeCmd(env *Env) *cobra.Command {
 		Short: "List the host's bridges with their ports and addresses",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := netcfg.ReadState(cmd.Context())
+			rows, err := env.net().Bridges(cmd.Context())
 			if err != nil {
 				return err
-			}
-			managed := map[string]bool{}
-			if prev, err := netcfg.LoadApplied(env.Layout()); err == nil && prev != nil {
-				for _, b := range prev.Bridges {
-					managed[b.Name] = true
-				}
-				for _, n := range prev.Networks {
-					managed[n.Bridge] = true
-				}
-			}
-			type row struct {
-				Name      string   `json:"name" yaml:"name"`
-				Ports     []string `json:"ports" yaml:"ports"`
-				Addresses []string `json:"addresses" yaml:"addresses"`
-				MTU       int      `json:"mtu" yaml:"mtu"`
-				Up        bool     `json:"up" yaml:"up"`
-				STP       bool     `json:"stp" yaml:"stp"`
-				Managed   bool     `json:"managed" yaml:"managed"`
-			}
-			rows := []row{}
-			for _, l := range st.Links {
-				if l.Type != "bridge" {
-					continue
-				}
-				r := row{Name: l.Name, MTU: l.MTU, Up: l.Up, STP: l.STP, Managed: managed[l.Name], Ports: []string{}, Addresses: []string{}}
-				for _, p := range st.Links {
-					if p.Master == l.Name {
-						r.Ports = append(r.Ports, p.Name)
-					}
-				}
-				for _, a := range l.Addresses {
-					r.Addresses = append(r.Addresses, a.String())
-				}
-				rows = append(rows, r)
 			}
 			return render(env.IO.Out, env.Output, rows, func(w io.Writer) error {
 				fmt.Fprintln(w, "NAME\tPORTS\tADDRESSES\tMTU\tUP\tSTP\tMANAGED")
@@ -157,17 +122,12 @@ func newNetNATCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if slices.ContainsFunc(cfg.Networks, func(n netcfg.Network) bool { return n.Name == args[0] }) {
+			cfg, err = netcfg.AddNATNetwork(cfg, args[0], subnet, bridge)
+			if errors.Is(err, netcfg.ErrNetworkExists) {
 				return &UsageError{fmt.Errorf("network %q is already in %s", args[0], env.networkFile())}
+			} else if err != nil {
+				return err
 			}
-			b := bridge
-			if b == "" {
-				b = "vcnat-" + args[0]
-				if len(b) > 15 {
-					b = b[:15]
-				}
-			}
-			cfg.Networks = append(cfg.Networks, netcfg.Network{Name: args[0], Type: netcfg.NetworkNAT, Bridge: b, Subnet: subnet})
 			return applyEdited(cmd, env, cfg, 0)
 		},
 	}
@@ -180,7 +140,7 @@ func newNetNATCmd(env *Env) *cobra.Command {
 		Args:        cobra.ExactArgs(1),
 		ValidArgsFunction: configNames(env, func(c *netcfg.Config) (out []string) {
 			for _, n := range c.Networks {
-				if n.Type == "nat" {
+				if n.Type == netcfg.NetworkNAT {
 					out = append(out, n.Name)
 				}
 			}
@@ -191,11 +151,12 @@ func newNetNATCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			i := slices.IndexFunc(cfg.Networks, func(n netcfg.Network) bool { return n.Name == args[0] && n.Type == netcfg.NetworkNAT })
-			if i < 0 {
+			cfg, err = netcfg.DeleteNATNetwork(cfg, args[0])
+			if errors.Is(err, netcfg.ErrNoSuchNetwork) {
 				return fmt.Errorf("no nat network %q in %s", args[0], env.networkFile())
+			} else if err != nil {
+				return err
 			}
-			cfg.Networks = slices.Delete(cfg.Networks, i, i+1)
 			return applyEdited(cmd, env, cfg, 0)
 		},
 	}
@@ -216,7 +177,7 @@ func configNames(env *Env, names func(*netcfg.Config) []string) func(*cobra.Comm
 				return nil, cobra.ShellCompDirectiveError
 			}
 		}
-		cfg, err := netcfg.LoadEffective(env.Layout())
+		cfg, err := env.net().LoadEffective()
 		if err != nil || cfg == nil {
 			return nil, cobra.ShellCompDirectiveNoFileComp
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -31,11 +32,11 @@ without internet access; --name asks for a real name. Every check has its
 own timeout and they run at once. Exit code 3 when any check fails.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := netcfg.LoadEffective(env.Layout())
+			cfg, err := env.net().LoadEffective()
 			if err != nil {
 				return err
 			}
-			rs := netcfg.TestManagement(cmd.Context(), cfg, netcfg.TestOptions{Root: env.Layout().Root, Name: name, Timeout: timeout})
+			rs := env.net().CheckManagement(cmd.Context(), cfg, netcfg.CheckOptions{Name: name, Timeout: timeout})
 			if err := render(env.IO.Out, env.Output, rs, func(w io.Writer) error {
 				fmt.Fprintln(w, "STATUS\tCHECK\tDETAIL\tTOOK")
 				for _, r := range rs {
@@ -56,12 +57,9 @@ own timeout and they run at once. Exit code 3 when any check fails.`,
 		},
 	}
 	cmd.Flags().StringVar(&name, "name", "", `name to ask the DNS servers for (default "localhost.")`)
-	durationFlag(cmd.Flags(), &timeout, "timeout", netcfg.DefaultTestTimeout, "time limit of each check")
+	durationFlag(cmd.Flags(), &timeout, "timeout", netcfg.DefaultCheckTimeout, "time limit of each check")
 	return cmd
 }
-
-// resetDHCPTry is reset-dhcp's default trial.
-const resetDHCPTry = 60 * time.Second
 
 func newNetResetDHCPCmd(env *Env) *cobra.Command {
 	var try time.Duration
@@ -83,24 +81,17 @@ read or decoded, the reset starts from the applied configuration (else an
 empty one) and says so on stderr; the confirm replaces network.yaml.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if try <= 0 {
-				return &UsageError{fmt.Errorf("net reset-dhcp: --try %v: the reset is always a try, since switching the management interface can cut off this session with nothing to roll it back; use --try 60s (the default) or longer", try)}
+			res, pending, why, err := env.net().ResetDHCP(cmd.Context(), args[0], try)
+			if errors.Is(err, netcfg.ErrResetNeedsTry) {
+				return &UsageError{&worded{err: err, msg: fmt.Sprintf("net reset-dhcp: --try %v: the reset is always a try, since switching the management interface can cut off this session with nothing to roll it back; use --try %ds (the default) or longer",
+					try, int(netcfg.DefaultResetDHCPTry/time.Second))}}
 			}
-			cfg, why := netcfg.LoadDesiredOrFallback(env.Layout())
 			if why != "" {
 				fmt.Fprintf(env.IO.ErrOut, "warning: %s\n", why)
 			}
-			st, err := netcfg.ReadState(cmd.Context())
-			if err != nil {
-				return err
-			}
-			cfg, err = netcfg.ResetManagementDHCP(cfg, args[0], st)
-			if err != nil {
-				return err
-			}
-			return applyEdited(cmd, env, cfg, try)
+			return renderApplied(env, res, pending, err, false)
 		},
 	}
-	durationFlag(cmd.Flags(), &try, "try", resetDHCPTry, "roll back after this long unless 'virt net confirm' runs (must be positive)")
+	durationFlag(cmd.Flags(), &try, "try", netcfg.DefaultResetDHCPTry, "roll back after this long unless 'virt net confirm' runs (must be positive)")
 	return cmd
 }

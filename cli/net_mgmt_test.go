@@ -30,7 +30,7 @@ func TestNetTestNoManagement(t *testing.T) {
 	if code != ExitCheckFailed {
 		t.Fatalf("exit %d; want %d (stderr %s)", code, ExitCheckFailed, errOut)
 	}
-	var rs []netcfg.TestResult
+	var rs []netcfg.CheckResult
 	if err := json.Unmarshal([]byte(out), &rs); err != nil {
 		t.Fatalf("output is not a result list: %v\n%s", err, out)
 	}

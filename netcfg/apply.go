@@ -149,7 +149,6 @@ func Apply(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Conf
 		for _, st := range steps {
 			if st.risk != nil {
 				fe := *st.risk
-				fe.Msg += "; apply with --try, which rolls back unless confirmed"
 				risky = append(risky, &fe)
 			}
 		}

@@ -645,8 +645,11 @@ func TestApplyIntegrationDryRunShowsRefusedPlan(t *testing.T) {
 		&Management{Interface: "br0", Addresses: []string{"192.0.2.10/24"}, Gateway: "192.0.2.1"})
 	before := applyITComparable(applyITState(t))
 	res, err := Apply(context.Background(), applyITLog(t), layout, enslave, ApplyOptions{DryRun: true})
-	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "bridges[0].ports[0]") || !strings.Contains(err.Error(), "--try") {
-		t.Errorf("dry run of enslaving the uplink: %v; want the default-route refusal naming bridges[0].ports[0] and --try", err)
+	var ve *ValidationError
+	if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) || !slices.ContainsFunc(ve.Errs, func(fe *FieldError) bool {
+		return fe.Field == "bridges[0].ports[0]" && errors.Is(fe, ErrPortCarriesDefaultRoute) && errors.Is(fe, ErrNeedsTry)
+	}) {
+		t.Errorf("dry run of enslaving the uplink: %v; want the default-route refusal of bridges[0].ports[0] (ErrNeedsTry)", err)
 	}
 	if res == nil || !slices.ContainsFunc(res.Steps, func(s string) bool { return strings.Contains(s, "moving 192.0.2.10/24, route default via 192.0.2.1") }) {
 		t.Errorf("dry run plan %+v; want the steps, moving the address and default route", res)

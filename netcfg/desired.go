@@ -161,9 +161,42 @@ func ApplyDesired(ctx context.Context, log *slog.Logger, layout paths.Layout, cf
 	if err := atomicfile.Write(DesiredPendingFile(layout), data, 0o600); err != nil {
 		// The try stands, but cannot be kept: ConfirmDesired refuses a
 		// try without its file. The watchdog rolls it back.
-		return res, pending, fmt.Errorf("try started, but recording %s failed, so it cannot be kept (it rolls back at the deadline, or now with `virt net rollback`): %w", DesiredPendingFile(layout), err)
+		return res, pending, &UnkeepableTryError{Path: DesiredPendingFile(layout), Err: err}
 	}
 	return res, pending, nil
+}
+
+// UnkeepableTryError is a try that started but cannot be kept: its
+// desired file (Path) could not be recorded, and ConfirmDesired refuses a
+// try without it. The watchdog rolls it back at the deadline; a rollback
+// now is the way out.
+type UnkeepableTryError struct {
+	Path string
+	Err  error
+}
+
+func (e *UnkeepableTryError) Error() string {
+	return fmt.Sprintf("try started, but recording %s failed, so it cannot be kept (it rolls back at the deadline): %v", e.Path, e.Err)
+}
+
+func (e *UnkeepableTryError) Unwrap() error { return e.Err }
+
+// TriedFileError refuses to confirm a try whose tried file (Path) is
+// missing, or is not the one the try applied: the desired file (Desired)
+// would not describe the kept network. Nothing is confirmed; rolling the
+// try back and trying again is the way out.
+type TriedFileError struct {
+	ID, Path, Desired string
+	// Missing: the file is gone; otherwise it was changed since, or left
+	// by another try.
+	Missing bool
+}
+
+func (e *TriedFileError) Error() string {
+	if e.Missing {
+		return fmt.Sprintf("the tried file %s of try %s is missing, so %s would not describe the network: nothing confirmed", e.Path, e.ID, e.Desired)
+	}
+	return fmt.Sprintf("%s is not the file try %s applied (changed since, or left by another try): nothing confirmed", e.Path, e.ID)
 }
 
 // Admit puts an edited configuration through the admission a file gets
@@ -197,15 +230,13 @@ func ConfirmDesired(layout paths.Layout) error {
 	check := func(p *Pending) error {
 		data, err := os.ReadFile(pendingFile)
 		if errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("the tried file %s of try %s is missing, so %s would not describe the network: nothing confirmed; run `virt net rollback` and try again",
-				pendingFile, p.ID, DesiredFile(layout))
+			return &TriedFileError{ID: p.ID, Path: pendingFile, Desired: DesiredFile(layout), Missing: true}
 		}
 		if err != nil {
 			return fmt.Errorf("the tried file of try %s: %w: nothing confirmed", p.ID, err)
 		}
 		if !p.ownsDesired(data) {
-			return fmt.Errorf("%s is not the file try %s applied (changed since, or left by another try): nothing confirmed; run `virt net rollback` and try again",
-				pendingFile, p.ID)
+			return &TriedFileError{ID: p.ID, Path: pendingFile, Desired: DesiredFile(layout)}
 		}
 		return nil
 	}

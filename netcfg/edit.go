@@ -18,6 +18,10 @@ var (
 	ErrNoSuchBridge = errors.New("no such bridge in the configuration")
 	// ErrBridgeExists: a bridge of that name is already in it.
 	ErrBridgeExists = errors.New("bridge already in the configuration")
+	// ErrNetworkExists: a VM network of that name is already in it.
+	ErrNetworkExists = errors.New("network already in the configuration")
+	// ErrNoSuchNetwork: the configuration has no such nat network.
+	ErrNoSuchNetwork = errors.New("no such nat network in the configuration")
 )
 
 // BridgeInUseError refuses to delete a bridge that a VM network uses.
@@ -78,6 +82,44 @@ func DeleteBridge(cfg *Config, name string) (*Config, error) {
 	}
 	out := cfg.Clone()
 	out.Bridges = slices.Delete(out.Bridges, i, i+1)
+	return out, nil
+}
+
+// NATBridgeName is the bridge a nat network gets when none is named:
+// vcnat-NAME, cut to the kernel's MaxLinkName bytes.
+func NATBridgeName(network string) string {
+	b := "vcnat-" + network
+	if len(b) > MaxLinkName {
+		b = b[:MaxLinkName]
+	}
+	return b
+}
+
+// AddNATNetwork returns cfg with a nat network name on subnet appended,
+// its bridge named bridge (NATBridgeName(name) when ""), or an error
+// wrapping ErrNetworkExists when cfg has a network of that name.
+func AddNATNetwork(cfg *Config, name, subnet, bridge string) (*Config, error) {
+	if slices.ContainsFunc(cfg.Networks, func(n Network) bool { return n.Name == name }) {
+		return nil, fmt.Errorf("network %q: %w", name, ErrNetworkExists)
+	}
+	if bridge == "" {
+		bridge = NATBridgeName(name)
+	}
+	out := cfg.Clone()
+	out.Networks = append(out.Networks, Network{Name: name, Type: NetworkNAT, Bridge: bridge, Subnet: subnet})
+	return out, nil
+}
+
+// DeleteNATNetwork returns cfg without the nat network name, or an error
+// wrapping ErrNoSuchNetwork when cfg has none of that name (a bridged
+// network of that name is not deleted).
+func DeleteNATNetwork(cfg *Config, name string) (*Config, error) {
+	i := slices.IndexFunc(cfg.Networks, func(n Network) bool { return n.Name == name && n.Type == NetworkNAT })
+	if i < 0 {
+		return nil, fmt.Errorf("nat network %q: %w", name, ErrNoSuchNetwork)
+	}
+	out := cfg.Clone()
+	out.Networks = slices.Delete(out.Networks, i, i+1)
 	return out, nil
 }
 

@@ -122,7 +122,7 @@ func (p *Pending) otherBoot() bool {
 	if p.BootID == "" {
 		return false
 	}
-	cur := tryBootID()
+	cur := proc.BootID()
 	return cur != "" && cur != p.BootID
 }
 

@@ -70,7 +70,7 @@ func TestWatchdogLiveness(t *testing.T) {
 	const id = "0123456789abcdef"
 	pid, start := resolveTestFakeWatchdog(t, id)
 	reaped, zombie := resolveTestDeadProcess(t, id)
-	boot := tryBootID()
+	boot := proc.BootID()
 	if boot == "" {
 		t.Skip("no /proc/sys/kernel/random/boot_id")
 	}
@@ -138,32 +138,32 @@ func TestResolveExpiredTry(t *testing.T) {
 		wantWhy string
 	}{
 		{"expired, watchdog exited", func(int, uint64) *Pending {
-			return &Pending{Deadline: past, WatchdogPID: 0x3fffff, BootID: tryBootID()}
+			return &Pending{Deadline: past, WatchdogPID: 0x3fffff, BootID: proc.BootID()}
 		}, true, "has exited"},
 		// a failed rollback is retried by `virt net rollback` only, never
 		// by whoever looks at the network (each look would redo it)
 		{"expired, watchdog's rollback failed and it gave up", func(int, uint64) *Pending {
-			return &Pending{Deadline: past, BootID: tryBootID(), RollbackError: "restore: boom"}
+			return &Pending{Deadline: past, BootID: proc.BootID(), RollbackError: "restore: boom"}
 		}, false, ""},
 		{"from an earlier boot, its rollback failed", func(int, uint64) *Pending {
 			return &Pending{Deadline: past, BootID: "another-boot", RollbackError: "restore: boom"}
 		}, false, ""},
 		{"expired, no watchdog", func(int, uint64) *Pending {
-			return &Pending{Deadline: past, BootID: tryBootID()}
+			return &Pending{Deadline: past, BootID: proc.BootID()}
 		}, true, "has no watchdog"},
 		{"from an earlier boot, before its deadline", func(live int, start uint64) *Pending {
 			return &Pending{Deadline: future, WatchdogPID: live, WatchdogStart: start, BootID: "another-boot"}
 		}, true, "before the host last booted"},
 		{"expired, pid reused", func(live int, start uint64) *Pending {
-			return &Pending{ID: "fedcba9876543210", Deadline: past, WatchdogPID: live, WatchdogStart: start, BootID: tryBootID()}
+			return &Pending{ID: "fedcba9876543210", Deadline: past, WatchdogPID: live, WatchdogStart: start, BootID: proc.BootID()}
 		}, true, "another process now"},
 		// never pre-empt a live watchdog: it rolls back itself
 		{"expired, watchdog alive", func(live int, start uint64) *Pending {
-			return &Pending{Deadline: past, WatchdogPID: live, WatchdogStart: start, BootID: tryBootID()}
+			return &Pending{Deadline: past, WatchdogPID: live, WatchdogStart: start, BootID: proc.BootID()}
 		}, false, ""},
 		// a try within its deadline can still be confirmed, watchdog or not
 		{"not expired, watchdog exited", func(int, uint64) *Pending {
-			return &Pending{Deadline: future, WatchdogPID: 0x3fffff, BootID: tryBootID()}
+			return &Pending{Deadline: future, WatchdogPID: 0x3fffff, BootID: proc.BootID()}
 		}, false, ""},
 	}
 	for _, tt := range tests {
@@ -234,7 +234,7 @@ func TestResolveExpiredTryOnce(t *testing.T) {
 // only `virt net rollback` retries it.
 func TestResolveExpiredTryFailedRollbackNotRetried(t *testing.T) {
 	layout := paths.New(t.TempDir())
-	p := &Pending{Deadline: time.Now().Add(-time.Second), BootID: tryBootID()}
+	p := &Pending{Deadline: time.Now().Add(-time.Second), BootID: proc.BootID()}
 	resolveTestRecord(t, layout, p, "")
 	p.Applied = nil // the rollback removes applied.yaml ...
 	if err := tryWrite(PendingPath(layout), p); err != nil {
@@ -317,7 +317,7 @@ func TestResolveExpiredTryBusy(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			layout := paths.New(t.TempDir())
-			resolveTestRecord(t, layout, &Pending{Deadline: time.Now().Add(-time.Second), BootID: tryBootID()}, "# before\n")
+			resolveTestRecord(t, layout, &Pending{Deadline: time.Now().Add(-time.Second), BootID: proc.BootID()}, "# before\n")
 			held, err := flock.Acquire(context.Background(), tt.lock(layout))
 			if err != nil {
 				t.Fatal(err)

@@ -99,9 +99,31 @@ func (s *Service) ConfirmDesired() error { return ConfirmDesired(s.layout) }
 // RollbackDesired undoes the change on trial now.
 func (s *Service) RollbackDesired(ctx context.Context) error { return RollbackDesired(ctx, s.layout) }
 
-// TestManagement checks the management network of cfg (TestManagement).
-func (s *Service) TestManagement(ctx context.Context, cfg *Config) []TestResult {
-	return TestManagement(ctx, cfg, TestOptions{Root: s.layout.Root})
+// CheckManagement checks the management network of cfg
+// (CheckManagement); opts.Root defaults to the service's layout root.
+func (s *Service) CheckManagement(ctx context.Context, cfg *Config, opts CheckOptions) []CheckResult {
+	if opts.Root == "" {
+		opts.Root = s.layout.Root
+	}
+	return CheckManagement(ctx, cfg, opts)
+}
+
+// PlanDesired is what applying network.yaml would change on the live
+// host now: a dry run, with the default-route rule relaxed (a plan is
+// shown, not refused). An absent network.yaml is an empty configuration,
+// so the plan shows what an apply of nothing would remove.
+func (s *Service) PlanDesired(ctx context.Context) (*Result, error) {
+	cfg := &Config{APIVersion: APIVersion, Kind: Kind}
+	data, err := os.ReadFile(s.DesiredFile())
+	switch {
+	case err == nil:
+		if cfg, err = Decode(data); err != nil {
+			return nil, err
+		}
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	}
+	return Apply(ctx, s.log, s.layout, cfg, ApplyOptions{DryRun: true, AllowDefaultRouteChange: true})
 }
 
 // DefaultResetDHCPTry is how long a DHCP reset stays on trial by default.
@@ -153,11 +175,17 @@ func (s *Service) Bridges(ctx context.Context) ([]BridgeStatus, error) {
 	if err != nil {
 		return nil, err
 	}
-	managed := map[string]bool{}
 	prev, err := LoadApplied(s.layout)
 	if err != nil {
 		return nil, err
 	}
+	return bridgeStatuses(st, prev), nil
+}
+
+// bridgeStatuses lists the bridges of st; those that applied (the last
+// applied configuration, may be nil) made are Managed.
+func bridgeStatuses(st *State, prev *Config) []BridgeStatus {
+	managed := map[string]bool{}
 	if prev != nil {
 		for _, b := range prev.Bridges {
 			managed[b.Name] = true
@@ -182,5 +210,5 @@ func (s *Service) Bridges(ctx context.Context) ([]BridgeStatus, error) {
 		}
 		rows = append(rows, r)
 	}
-	return rows, nil
+	return rows
 }

@@ -1,7 +1,6 @@
 package netcfg
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
 	"github.com/virtcon/virtcon/internal/flock"
+	"github.com/virtcon/virtcon/internal/proc"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -34,9 +34,66 @@ var (
 	ErrDeadlineTooShort = errors.New("try deadline too short")
 	// ErrNotConfirmable: the pending try can no longer be kept: its
 	// deadline passed (the watchdog rolls it back) or a rollback of it
-	// failed; `virt net rollback` retries the rollback.
+	// failed, which only an explicit rollback retries (a
+	// *NotConfirmableError says which).
 	ErrNotConfirmable = errors.New("the network try can no longer be kept")
 )
+
+// DeadlineTooShortError refuses a try whose deadline would not cover STP
+// convergence and applying and verifying: errors.Is(err,
+// ErrDeadlineTooShort). A face says how to ask for Min or longer.
+type DeadlineTooShortError struct {
+	// Got is the deadline asked for.
+	Got time.Duration
+	// Min is the shortest deadline accepted, rounded up to a second.
+	Min time.Duration
+	// STP is the part of Min that STP convergence on the bridges involved
+	// takes (2 × forward delay); 0 when no bridge has STP.
+	STP time.Duration
+	// Margin is the part of Min for applying and verifying (TryMargin).
+	Margin time.Duration
+}
+
+func (e *DeadlineTooShortError) Error() string {
+	if e.STP > 0 {
+		return fmt.Sprintf("%v: a try of %v is shorter than %v: STP on the bridges involved takes %v (2 × forward delay) before ports forward, plus %v to apply and verify",
+			ErrDeadlineTooShort, e.Got, e.Min, e.STP, e.Margin)
+	}
+	return fmt.Sprintf("%v: a try of %v is shorter than the %v needed to apply and verify", ErrDeadlineTooShort, e.Got, e.Min)
+}
+
+// Is makes errors.Is(err, ErrDeadlineTooShort) true.
+func (e *DeadlineTooShortError) Is(target error) bool { return target == ErrDeadlineTooShort }
+
+// TryOverrunError is a try whose apply and verify succeeded, but took
+// until its deadline: no time was left to confirm it, so it was rolled
+// back as a failure. A face may suggest a longer try.
+type TryOverrunError struct{ Deadline time.Time }
+
+func (e *TryOverrunError) Error() string {
+	return fmt.Sprintf("apply and verify took until the deadline %s", e.Deadline.Local().Format(time.RFC3339))
+}
+
+// NotConfirmableError refuses to keep a try: a rollback of it failed
+// (RollbackError), which only an explicit rollback retries, or its
+// deadline has passed and its watchdog rolls it back.
+// errors.Is(err, ErrNotConfirmable) is true.
+type NotConfirmableError struct {
+	ID            string
+	Deadline      time.Time
+	RollbackError string
+}
+
+func (e *NotConfirmableError) Error() string {
+	if e.RollbackError != "" {
+		return fmt.Sprintf("%v: rolling back try %s failed (%s), so the network may be half restored", ErrNotConfirmable, e.ID, e.RollbackError)
+	}
+	return fmt.Sprintf("%v: the deadline %s of try %s has passed and the watchdog rolls it back",
+		ErrNotConfirmable, e.Deadline.Local().Format(time.RFC3339), e.ID)
+}
+
+// Is makes errors.Is(err, ErrNotConfirmable) true.
+func (e *NotConfirmableError) Is(target error) bool { return target == ErrNotConfirmable }
 
 // TryMargin is the time a try's deadline must leave beyond STP
 // convergence: applying, verifying, and the gateway's answer.
@@ -234,13 +291,8 @@ func confirm(layout paths.Layout, check func(*Pending) error, kept func() error)
 	if err != nil {
 		return fmt.Errorf("confirm: %w", err)
 	}
-	if p.RollbackError != "" {
-		return fmt.Errorf("confirm: %w: rolling back try %s failed (%s), so the network may be half restored; run `virt net rollback` to retry the rollback",
-			ErrNotConfirmable, p.ID, p.RollbackError)
-	}
-	if now := time.Now(); !now.Before(p.Deadline) {
-		return fmt.Errorf("confirm: %w: the deadline %s of try %s has passed and the watchdog rolls it back; if it stays pending, run `virt net rollback` to retry the rollback",
-			ErrNotConfirmable, p.Deadline.Local().Format(time.RFC3339), p.ID)
+	if p.RollbackError != "" || !time.Now().Before(p.Deadline) {
+		return fmt.Errorf("confirm: %w", &NotConfirmableError{ID: p.ID, Deadline: p.Deadline, RollbackError: p.RollbackError})
 	}
 	if check != nil {
 		if err := check(p); err != nil {
@@ -294,8 +346,8 @@ func MinTryDeadline(cfg *Config, links []string) time.Duration {
 	return STPConvergence(cfg, links) + TryMargin
 }
 
-// CheckTryDeadline refuses a deadline shorter than MinTryDeadline, with an
-// error that names --try and the minimum.
+// CheckTryDeadline refuses a deadline shorter than MinTryDeadline with a
+// *DeadlineTooShortError, which says the minimum and what it is made of.
 func CheckTryDeadline(cfg *Config, links []string, deadline time.Duration) error {
 	least := MinTryDeadline(cfg, links)
 	if deadline >= least {
@@ -305,12 +357,7 @@ func CheckTryDeadline(cfg *Config, links []string, deadline time.Duration) error
 	if need < least {
 		need += time.Second
 	}
-	if stp := STPConvergence(cfg, links); stp > 0 {
-		return fmt.Errorf("%w: --try %v is shorter than %v: STP on the bridges involved takes %v (2 × forward delay) before ports forward, plus %v to apply and verify; use --try %v or longer",
-			ErrDeadlineTooShort, deadline, need, stp, TryMargin, need)
-	}
-	return fmt.Errorf("%w: --try %v is shorter than the %v needed to apply and verify; use --try %v or longer",
-		ErrDeadlineTooShort, deadline, need, need)
+	return &DeadlineTooShortError{Got: deadline, Min: need, STP: STPConvergence(cfg, links), Margin: TryMargin}
 }
 
 // Try applies a change that rolls itself back unless confirmed: it
@@ -374,7 +421,7 @@ func tryRun(ctx context.Context, log *slog.Logger, layout paths.Layout, links []
 	cancel()
 	if err == nil && time.Until(p.Deadline) < tryStopEarly {
 		// Verified, but with no time left to confirm: as good as failed.
-		err = fmt.Errorf("apply and verify took until the deadline %s; use a longer --try", p.Deadline.Local().Format(time.RFC3339))
+		err = &TryOverrunError{Deadline: p.Deadline}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("try: %w", tryAbandon(ctx, log, path, p, err))
@@ -431,7 +478,7 @@ func tryStart(ctx context.Context, log *slog.Logger, layout paths.Layout, path s
 		ID:          id,
 		Started:     now.UTC(),
 		Deadline:    now.Add(deadline).UTC(),
-		BootID:      tryBootID(),
+		BootID:      proc.BootID(),
 		Snapshot:    snap,
 		Applied:     applied,
 		Root:        root,
@@ -545,12 +592,4 @@ func tryNewID() (string, error) {
 		return "", fmt.Errorf("try id: %w", err)
 	}
 	return hex.EncodeToString(b), nil
-}
-
-func tryBootID() string {
-	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
-		return ""
-	}
-	return string(bytes.TrimSpace(b))
 }

@@ -549,8 +549,9 @@ func TestTryIntegrationSTP(t *testing.T) {
 			func(context.Context) error { t.Error("applied despite a short deadline"); return nil }, nil, 5*time.Second)
 		return err
 	})
-	if !errors.Is(err, ErrDeadlineTooShort) || !strings.Contains(err.Error(), "--try 5s") || !strings.Contains(err.Error(), "9s") {
-		t.Errorf("Try with a 5s deadline: %v; want ErrDeadlineTooShort naming --try 5s and the 9s minimum", err)
+	var dl *DeadlineTooShortError
+	if !errors.As(err, &dl) || dl.Got != 5*time.Second || dl.Min != 9*time.Second || !strings.Contains(err.Error(), "a try of 5s") || !strings.Contains(err.Error(), "9s") {
+		t.Errorf("Try with a 5s deadline: %v; want ErrDeadlineTooShort naming a try of 5s and the 9s minimum", err)
 	}
 	if _, err := PendingTry(layout); !errors.Is(err, ErrNoPendingTry) {
 		t.Errorf("refused try left a record: %v", err)

@@ -273,9 +273,9 @@ func TestConfirmRefusesEndedTry(t *testing.T) {
 		want []string
 	}{
 		{"rollback failed", func(p *Pending) { p.RollbackError = "restore: link br0: operation not permitted" },
-			[]string{"rolling back try 0123456789abcdef failed", "operation not permitted", "virt net rollback"}},
+			[]string{"rolling back try 0123456789abcdef failed", "operation not permitted"}},
 		{"deadline passed", func(p *Pending) { p.Deadline = time.Now().Add(-time.Second) },
-			[]string{"deadline", "has passed", "virt net rollback"}},
+			[]string{"deadline", "has passed"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -284,8 +284,18 @@ func TestConfirmRefusesEndedTry(t *testing.T) {
 				restoreTestRecord(t, layout, tc.edit)
 				writeTestFile(t, DesiredPendingFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\n")
 				err := confirm(layout)
-				if !errors.Is(err, ErrNotConfirmable) {
-					t.Fatalf("%s = %v; want ErrNotConfirmable", name, err)
+				var nc *NotConfirmableError
+				if !errors.Is(err, ErrNotConfirmable) || !errors.As(err, &nc) || nc.ID != "0123456789abcdef" {
+					t.Fatalf("%s = %v; want a *NotConfirmableError of try 0123456789abcdef", name, err)
+				}
+				var pend Pending
+				tc.edit(&pend)
+				if nc.RollbackError != pend.RollbackError {
+					t.Errorf("%s: RollbackError %q; want %q", name, nc.RollbackError, pend.RollbackError)
+				}
+				// what to run is the face's to say
+				if strings.Contains(err.Error(), "virt ") {
+					t.Errorf("%s error %q names a CLI command", name, err)
 				}
 				for _, s := range tc.want {
 					if !strings.Contains(err.Error(), s) {
@@ -341,6 +351,13 @@ func TestConfirmDesiredChecksPendingFile(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), "nothing confirmed") {
 				t.Fatalf("ConfirmDesired = %v; want an error saying %q and nothing confirmed", err, tc.want)
+			}
+			var tf *TriedFileError
+			if !errors.As(err, &tf) || tf.ID != "0123456789abcdef" || tf.Missing != (tc.pending == "") || tf.Path != DesiredPendingFile(layout) {
+				t.Errorf("ConfirmDesired = %#v; want a *TriedFileError of try 0123456789abcdef, missing %t", err, tc.pending == "")
+			}
+			if strings.Contains(err.Error(), "virt ") {
+				t.Errorf("ConfirmDesired = %v; names a CLI command (the face's to say)", err)
 			}
 			if _, err := PendingTry(layout); err != nil {
 				t.Errorf("refused confirm removed the record: %v", err)

@@ -88,11 +88,14 @@ func TestCheckTryDeadline(t *testing.T) {
 		cfg      *Config
 		deadline time.Duration
 		wantErr  []string // substrings; nil: accepted
+		want     DeadlineTooShortError
 	}{
-		{"no stp, enough", nil, TryMargin, nil},
-		{"no stp, short", nil, time.Second, []string{"--try 1s", "5s"}},
-		{"new stp bridge, short", stpCfg, 30 * time.Second, []string{"--try 30s", "STP", "35s", "30s (2 × forward delay)"}},
-		{"new stp bridge, enough", stpCfg, 35 * time.Second, nil},
+		{"no stp, enough", nil, TryMargin, nil, DeadlineTooShortError{}},
+		{"no stp, short", nil, time.Second, []string{"a try of 1s", "5s"},
+			DeadlineTooShortError{Got: time.Second, Min: 5 * time.Second, Margin: TryMargin}},
+		{"new stp bridge, short", stpCfg, 30 * time.Second, []string{"a try of 30s", "STP", "35s", "30s (2 × forward delay)"},
+			DeadlineTooShortError{Got: 30 * time.Second, Min: 35 * time.Second, STP: 30 * time.Second, Margin: TryMargin}},
+		{"new stp bridge, enough", stpCfg, 35 * time.Second, nil, DeadlineTooShortError{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -103,13 +106,21 @@ func TestCheckTryDeadline(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, ErrDeadlineTooShort) {
-				t.Fatalf("got %v; want ErrDeadlineTooShort", err)
+			var dl *DeadlineTooShortError
+			if !errors.Is(err, ErrDeadlineTooShort) || !errors.As(err, &dl) {
+				t.Fatalf("got %v; want a *DeadlineTooShortError", err)
+			}
+			if *dl != tt.want {
+				t.Errorf("got %+v; want %+v", *dl, tt.want)
 			}
 			for _, s := range tt.wantErr {
 				if !strings.Contains(err.Error(), s) {
 					t.Errorf("error %q lacks %q", err, s)
 				}
+			}
+			// the flag is the CLI's to name
+			if strings.Contains(err.Error(), "--try") {
+				t.Errorf("error %q names a CLI flag", err)
 			}
 		})
 	}
@@ -252,7 +263,8 @@ func TestTryRefusesShortDeadline(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	_, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
 		func(context.Context) error { t.Error("applied"); return nil }, nil, time.Second)
-	if !errors.Is(err, ErrDeadlineTooShort) || !strings.Contains(err.Error(), "--try") {
-		t.Errorf("Try: %v; want ErrDeadlineTooShort naming --try", err)
+	var dl *DeadlineTooShortError
+	if !errors.Is(err, ErrDeadlineTooShort) || !errors.As(err, &dl) || dl.Got != time.Second || dl.Min != 5*time.Second {
+		t.Errorf("Try: %v; want a *DeadlineTooShortError of 1s, at least 5s", err)
 	}
 }

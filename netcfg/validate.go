@@ -392,8 +392,8 @@ func (v *validator) run(opts ValidateOptions) {
 				if l == nil || l.Master == b.Name || !slices.Contains(carriers, p) {
 					continue
 				}
-				v.addf(fmt.Sprintf("bridges[%d].ports[%d]", i, j), p,
-					"carries the host's default route; enslaving it to %q could cut the host off: apply with --try, which rolls back unless confirmed", b.Name)
+				v.errs = append(v.errs, &FieldError{Field: fmt.Sprintf("bridges[%d].ports[%d]", i, j), Value: p,
+					Msg: fmt.Sprintf("carries the host's default route; enslaving it to %q could cut the host off", b.Name), Kind: ErrPortCarriesDefaultRoute})
 			}
 		}
 	}

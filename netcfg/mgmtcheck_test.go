@@ -119,11 +119,11 @@ func TestDNSServers(t *testing.T) {
 	}
 }
 
-func TestTestManagementNoManagement(t *testing.T) {
+func TestCheckManagementNoManagement(t *testing.T) {
 	for _, cfg := range []*Config{nil, {APIVersion: APIVersion, Kind: Kind}} {
-		rs := TestManagement(context.Background(), cfg, TestOptions{})
+		rs := CheckManagement(context.Background(), cfg, CheckOptions{})
 		if len(rs) != 1 || rs[0].OK || !strings.Contains(rs[0].Detail, "no management interface") {
-			t.Errorf("TestManagement(%v) = %+v; want one failure: no management interface", cfg, rs)
+			t.Errorf("CheckManagement(%v) = %+v; want one failure: no management interface", cfg, rs)
 		}
 		if AllPassed(rs) {
 			t.Error("AllPassed with a failure")
@@ -154,7 +154,7 @@ func TestManagementChecks(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string
-			for _, c := range managementChecks(tc.cfg, TestOptions{Root: root, DNSPort: 53}) {
+			for _, c := range managementChecks(tc.cfg, CheckOptions{Root: root, DNSPort: 53}) {
 				got = append(got, c.name)
 			}
 			if !slices.Equal(got, tc.want) {

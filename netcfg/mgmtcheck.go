@@ -26,39 +26,39 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DefaultTestName is the name TestManagement asks each DNS server for.
+// DefaultCheckName is the name CheckManagement asks each DNS server for.
 // RFC 6761 (section 6.3) has resolvers answer "localhost." themselves,
 // without asking upstream, so the check says whether the server answers,
 // not whether the internet is reachable: it makes sense on an isolated
-// management LAN. TestOptions.Name asks for a real name instead.
-const DefaultTestName = "localhost."
+// management LAN. CheckOptions.Name asks for a real name instead.
+const DefaultCheckName = "localhost."
 
-// DefaultTestTimeout bounds each check of TestManagement.
-const DefaultTestTimeout = 2 * time.Second
+// DefaultCheckTimeout bounds each check of CheckManagement.
+const DefaultCheckTimeout = 2 * time.Second
 
-// TestOptions tune TestManagement.
-type TestOptions struct {
+// CheckOptions tune CheckManagement.
+type CheckOptions struct {
 	// Root is the host root whose etc/resolv.conf names the DNS servers
 	// when the configuration has none; "" is "/".
 	Root string
 	// Name is what each DNS server is asked for (an A query); default
-	// DefaultTestName.
+	// DefaultCheckName.
 	Name string
-	// Timeout bounds each check; default DefaultTestTimeout.
+	// Timeout bounds each check; default DefaultCheckTimeout.
 	Timeout time.Duration
 	// DNSPort is the DNS servers' port; default 53.
 	DNSPort int
 }
 
-// TestResult is one check of TestManagement.
-type TestResult struct {
+// CheckResult is one check of CheckManagement.
+type CheckResult struct {
 	Name   string        `json:"name" yaml:"name"`
 	OK     bool          `json:"ok" yaml:"ok"`
 	Detail string        `json:"detail" yaml:"detail"`
 	Took   time.Duration `json:"took" yaml:"took"` // nanoseconds in JSON
 }
 
-// TestManagement is "test management network": it checks, for the
+// CheckManagement is "test management network": it checks, for the
 // management interface of cfg, that its link is up with a carrier, that
 // each configured address is present (with DHCP: that the lease gave an
 // IPv4 address), that the gateway answers ARP or neighbour discovery and
@@ -68,12 +68,12 @@ type TestResult struct {
 // thread (a caller that switched namespaces must hold
 // runtime.LockOSThread). Results come in a fixed order. It changes
 // nothing on the host.
-func TestManagement(ctx context.Context, cfg *Config, opts TestOptions) []TestResult {
+func CheckManagement(ctx context.Context, cfg *Config, opts CheckOptions) []CheckResult {
 	if opts.Timeout <= 0 {
-		opts.Timeout = DefaultTestTimeout
+		opts.Timeout = DefaultCheckTimeout
 	}
 	if opts.Name == "" {
-		opts.Name = DefaultTestName
+		opts.Name = DefaultCheckName
 	}
 	if opts.DNSPort == 0 {
 		opts.DNSPort = 53
@@ -82,7 +82,7 @@ func TestManagement(ctx context.Context, cfg *Config, opts TestOptions) []TestRe
 		opts.Root = "/"
 	}
 	checks := managementChecks(cfg, opts)
-	results := make([]TestResult, len(checks))
+	results := make([]CheckResult, len(checks))
 	enter, done := callerNetns()
 	defer done()
 	var wg sync.WaitGroup
@@ -105,7 +105,7 @@ func TestManagement(ctx context.Context, cfg *Config, opts TestOptions) []TestRe
 }
 
 // AllPassed reports whether every result is OK (false for none).
-func AllPassed(rs []TestResult) bool {
+func AllPassed(rs []CheckResult) bool {
 	for _, r := range rs {
 		if !r.OK {
 			return false
@@ -123,7 +123,7 @@ func fixed(ok bool, detail string) func(context.Context) (bool, string) {
 	return func(context.Context) (bool, string) { return ok, detail }
 }
 
-func managementChecks(cfg *Config, opts TestOptions) []mgmtCheck {
+func managementChecks(cfg *Config, opts CheckOptions) []mgmtCheck {
 	if cfg == nil || cfg.Management == nil || cfg.Management.Interface == "" {
 		return []mgmtCheck{{"management", fixed(false, "no management interface in the configuration")}}
 	}

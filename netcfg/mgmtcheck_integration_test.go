@@ -96,14 +96,14 @@ func mgmtTestAddrUp(name, cidr string) error {
 	return netlink.LinkSetUp(l)
 }
 
-func (n *mgmtTestNet) test(t *testing.T, cfg *Config, opts TestOptions) map[string]TestResult {
+func (n *mgmtTestNet) test(t *testing.T, cfg *Config, opts CheckOptions) map[string]CheckResult {
 	t.Helper()
-	var rs []TestResult
+	var rs []CheckResult
 	n.host.must(t, func() error {
-		rs = TestManagement(context.Background(), cfg, opts)
+		rs = CheckManagement(context.Background(), cfg, opts)
 		return nil
 	})
-	out := map[string]TestResult{}
+	out := map[string]CheckResult{}
 	for _, r := range rs {
 		t.Logf("%-5t %-32s %s (%v)", r.OK, r.Name, r.Detail, r.Took)
 		out[r.Name] = r
@@ -122,7 +122,7 @@ func TestMgmtTestNetns(t *testing.T) {
 		DNS:        DNS{Servers: []string{"10.77.9.1"}},
 	}
 	start := time.Now()
-	rs := n.test(t, cfg, TestOptions{Name: "virtcon.test", Root: t.TempDir()})
+	rs := n.test(t, cfg, CheckOptions{Name: "virtcon.test", Root: t.TempDir()})
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("the checks took %v; want them concurrent, within one 2s timeout", took)
 	}
@@ -150,7 +150,7 @@ func TestMgmtTestNetnsFailures(t *testing.T) {
 		DNS:        DNS{Servers: []string{"10.77.9.9"}},
 	}
 	start := time.Now()
-	rs := n.test(t, cfg, TestOptions{Timeout: time.Second, Root: t.TempDir()})
+	rs := n.test(t, cfg, CheckOptions{Timeout: time.Second, Root: t.TempDir()})
 	if took := time.Since(start); took > 2500*time.Millisecond {
 		t.Errorf("the checks took %v; want about one 1s timeout", took)
 	}
@@ -181,7 +181,7 @@ func TestMgmtTestNetnsFailures(t *testing.T) {
 		}
 		return netlink.LinkSetDown(l)
 	})
-	rs = n.test(t, cfg, TestOptions{Timeout: 500 * time.Millisecond, Root: t.TempDir()})
+	rs = n.test(t, cfg, CheckOptions{Timeout: 500 * time.Millisecond, Root: t.TempDir()})
 	if r := rs["link mgmt0"]; r.OK || !strings.Contains(r.Detail, "no carrier") {
 		t.Errorf("link mgmt0 with its peer down: %+v; want no carrier", r)
 	}
