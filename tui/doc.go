@@ -12,8 +12,10 @@
 //     and the confirmation dialogs' keys and wording;
 //   - app: the root model (frame, header, tabs, CLI line, legends), the
 //     login form, the idle lock and the single-writer console lock;
-//   - dcui: the program (flags, log file, tier) and the wiring of every
-//     screen to the core; its tests tour every screen in the frame;
+//   - dcui: a session (Run: a terminal, a tier, the host's services behind
+//     every screen, the session's ctx) and the program around one (Main:
+//     flags, log file, signals); its tests tour every screen in the frame
+//     and run a session on a pty;
 //   - status: the status screen, shown without login;
 //   - vms: the virtual machines list, lifecycle actions and console;
 //   - network: the management interface and bridges, edits on trial;

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"context"
 	"os"
 
 	"github.com/virtcon/virtcon/internal/reexec"
@@ -16,5 +17,5 @@ func main() {
 	// watchdog, the DHCP client and PAM transactions (the packages that
 	// start them register them): those must never start a TUI
 	reexec.Init()
-	os.Exit(dcui.Main())
+	os.Exit(dcui.Main(context.Background()))
 }

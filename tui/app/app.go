@@ -505,7 +505,7 @@ func (m *Model) login(user, pass string) tea.Cmd {
 	a, tty := m.auth, m.opts.TTY
 	m.loginSeq++
 	seq := m.loginSeq
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(m.c.Ctx, 60*time.Second)
 	m.loginCancel = cancel
 	return func() tea.Msg {
 		defer cancel()

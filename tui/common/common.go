@@ -7,7 +7,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"charm.land/bubbles/v2/key"
@@ -158,34 +157,3 @@ type (
 	// LockMsg asks the app to lock the console now, saying why.
 	LockMsg struct{ Why string }
 )
-
-// Foreground holds the cancel function of what has the terminal while
-// Bubble Tea has released it (a VM console), so a SIGTERM or SIGHUP can
-// end it: Bubble Tea does not watch signals then.
-type Foreground struct {
-	mu     sync.Mutex
-	cancel func()
-}
-
-// Set records cancel (nil clears it).
-func (f *Foreground) Set(cancel func()) {
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	f.cancel = cancel
-	f.mu.Unlock()
-}
-
-// Cancel ends what has the terminal, if anything.
-func (f *Foreground) Cancel() {
-	if f == nil {
-		return
-	}
-	f.mu.Lock()
-	c := f.cancel
-	f.mu.Unlock()
-	if c != nil {
-		c()
-	}
-}

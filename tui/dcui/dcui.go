@@ -1,6 +1,8 @@
-// Package dcui wires the DCUI program: flags, the log file, the terminal
-// tier, the core (auth, vm, netcfg, hostinfo) behind each screen, and the
-// Bubble Tea program. cmd/dcui is a thin main over Main.
+// Package dcui wires the DCUI: a session (Run) is the terminal tier, the
+// core (host.Host: VMs, network, host info, power, diagnostics, auth)
+// behind each screen, and the Bubble Tea program, on whatever terminal
+// its host hands it; Main is the host console's: flags, the log file and
+// the signals around one Run. cmd/dcui is a thin main over Main.
 package dcui
 
 import (
@@ -15,12 +17,14 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/virtcon/virtcon/auth"
+	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/internal/buildinfo"
 	"github.com/virtcon/virtcon/internal/duration"
 	"github.com/virtcon/virtcon/paths"
@@ -93,8 +97,163 @@ func newProgram(m tea.Model, tier term.Tier, opts ...tea.ProgramOption) *tea.Pro
 	return tea.NewProgram(m, append([]tea.ProgramOption{tea.WithFPS(tier.MaxFPS())}, opts...)...)
 }
 
-// Main runs the DCUI. Exit codes: 0 quit, 1 error, 2 bad flags.
-func Main() (code int) {
+// Config is one DCUI session: where it draws and reads keys, who it is for
+// and the host it shows. Run is the same for the host console (Main), a
+// PTY of the web terminal, or a test.
+type Config struct {
+	// In and Out are the session's terminal: keys in, frames out. A
+	// terminal (*os.File on a tty or a pty) is put in raw mode and
+	// restored when the session ends. nil means the process's own
+	// (stdin, or the controlling tty when stdin is none; stdout).
+	In  io.Reader
+	Out io.Writer
+	// TERM is the session's terminal type (TERM=); with TTYName and Tier
+	// it picks the capability tier.
+	TERM string
+	// Env is the session's environment as Bubble Tea reads it (colour
+	// settings: COLORTERM, NO_COLOR, ...); TERM above replaces its TERM.
+	// nil: TERM alone.
+	Env []string
+	// Tier overrides the detected tier: "rich", "linux" or "plain"; ""
+	// detects it from TERM and TTYName.
+	Tier string
+	// Width and Height lay the session out for that size instead of the
+	// terminal's (--size); 0 follows the terminal.
+	Width, Height int
+	// TTYName names the console for the audit log, the console lock and
+	// the header ("tty1", "ttyS0", "pts/3").
+	TTYName string
+
+	// Host is the core the screens read and change (host.New), built once
+	// per process; its logger is the session's log (never the screen).
+	Host *host.Host
+	// PAMService is the PAM service used to log in (default
+	// auth.DefaultService); AdminGroup the group whose members (and root)
+	// may log in (default auth.DefaultGroup).
+	PAMService, AdminGroup string
+	// PAMHelper is the program that runs each PAM transaction in a child
+	// process (this program, whose main calls reexec.Init first: the
+	// "pam-helper" mode); "" runs PAM in this process.
+	PAMHelper string
+	// IdleTimeout locks the session after this long without input
+	// (default auth.DefaultIdleTimeout).
+	IdleTimeout time.Duration
+	// Console is the host console (getty units): q and ctrl+c do not quit.
+	Console bool
+	// Hostname is shown on the header until the status screen knows it.
+	Hostname string
+}
+
+// Run runs one DCUI session until the operator quits or ctx ends. Ending
+// ctx cancels what the screens have in flight (every command derives from
+// it) and ends the program with the terminal restored; that is the normal
+// end of a session whose host goes away (a closed web terminal, a signal
+// to Main), so Run then returns nil. Run handles no signals: its host
+// does. A panic inside the program or in Run is logged with its stack
+// and returned as an error wrapping tea.ErrProgramPanic.
+func Run(ctx context.Context, cfg Config) (err error) {
+	if cfg.Host == nil {
+		return errors.New("dcui: no host")
+	}
+	h := cfg.Host
+	log := h.Log
+	if cfg.IdleTimeout <= 0 {
+		cfg.IdleTimeout = auth.DefaultIdleTimeout
+	}
+	if cfg.AdminGroup == "" {
+		cfg.AdminGroup = auth.DefaultGroup
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			log.Error("panic", "value", fmt.Sprint(r), "stack", string(debug.Stack()))
+			err = fmt.Errorf("dcui: %w: %v", tea.ErrProgramPanic, r)
+		}
+	}()
+	// the session's commands end with it, also when the operator quits
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	tier := term.Detect(cfg.TERM, cfg.TTYName, cfg.Tier)
+	c := common.New(ctx, tier, log)
+	c.Session.TTY = cfg.TTYName
+	bi := buildinfo.Get()
+	st := status.New(c, status.LiveSources(h), status.Options{Product: "virtcon", Version: bi.Version})
+	idle := auth.NewIdleTimer(cfg.IdleTimeout)
+	pages := livePages(c, h, cfg.IdleTimeout, idle.Touch)
+	// PAM runs in a child process (the helper's main calls reexec.Init
+	// first): its modules' memory and crashes stay out of the console
+	a := h.Auth(auth.Options{Service: cfg.PAMService, Group: cfg.AdminGroup, PAMProcess: cfg.PAMHelper})
+	login := app.LoginFunc(func(ctx context.Context, user, password, tty string) (string, error) {
+		id, err := a.Login(ctx, user, password, tty)
+		if err != nil {
+			return "", err
+		}
+		return id.User, nil
+	})
+	layout := h.Layout
+	locker := func(user, tty string) (func() error, string, error) {
+		l, holder, err := auth.AcquireConsole(layout, user, tty)
+		switch {
+		case err != nil:
+			return nil, "", err
+		case l == nil:
+			hd := "another console"
+			if holder != nil && holder.User != "" {
+				hd = holder.String()
+			}
+			return nil, hd, nil
+		}
+		return l.Release, "", nil
+	}
+	m := app.New(c, st, pages, login, locker, idle, app.Options{
+		Product: "virtcon", Version: bi.Version, TTY: cfg.TTYName, Kiosk: cfg.Console,
+		AdminGroup: cfg.AdminGroup, IdleTimeout: cfg.IdleTimeout, Hostname: cfg.Hostname,
+	})
+	if cfg.Width > 0 && cfg.Height > 0 {
+		m.SetSize(cfg.Width, cfg.Height)
+		status.FixSize(st)
+		m.FixSize()
+	}
+	log.Info("dcui start", "version", bi.Version, "tier", tier.String(), "tty", cfg.TTYName, "term", cfg.TERM, "pid", os.Getpid())
+
+	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithoutSignalHandler(), tea.WithEnvironment(sessionEnv(cfg.Env, cfg.TERM))}
+	if cfg.In != nil {
+		opts = append(opts, tea.WithInput(cfg.In))
+	}
+	if cfg.Out != nil {
+		opts = append(opts, tea.WithOutput(cfg.Out))
+	}
+	p := newProgram(m, tier, opts...)
+	_, err = p.Run()
+	m.Close()
+	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil && !errors.Is(err, tea.ErrProgramPanic) {
+		// ended from outside through ctx: the session is over, not failed
+		log.Info("dcui exit", "reason", context.Cause(ctx).Error())
+		return nil
+	}
+	if err != nil {
+		log.Error("dcui", "err", err)
+		return err
+	}
+	log.Info("dcui exit")
+	return nil
+}
+
+// sessionEnv is env with TERM set to termEnv.
+func sessionEnv(env []string, termEnv string) []string {
+	out := make([]string, 0, len(env)+1)
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, "TERM=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "TERM="+termEnv)
+}
+
+// Main runs the DCUI on the process's terminal: flags, the log file, the
+// signals, then Run until the operator quits, a signal comes or ctx ends.
+// Exit codes: 0 quit, 1 error, 2 bad flags.
+func Main(ctx context.Context) (code int) {
 	f, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		if !errors.Is(err, flag.ErrHelp) {
@@ -121,8 +280,7 @@ func Main() (code int) {
 	if !auth.PAMAvailable {
 		log.Error("built without cgo: PAM login unavailable; rebuild with CGO_ENABLED=1 (make build)")
 	}
-	// Bubble Tea restores the terminal on panics inside the program; this
-	// records them, and any outside it, in the log.
+	// Run records panics in the log; this records any outside it.
 	defer func() {
 		if r := recover(); r != nil {
 			log.Error("panic", "value", fmt.Sprint(r), "stack", string(debug.Stack()))
@@ -141,86 +299,57 @@ func Main() (code int) {
 	if tty == "" {
 		tty = ttyName()
 	}
-	tier := term.Detect(os.Getenv("TERM"), tty, override)
-
-	c := common.New(context.Background(), tier, log) // the session ctx comes with dcui.Run
-	c.Session.TTY = tty
-	bi := buildinfo.Get()
-	st := status.New(c, status.LiveSources(layout, "/", log), status.Options{Product: "virtcon", Version: bi.Version})
-	fg := &common.Foreground{}
-	idle := auth.NewIdleTimer(f.IdleTimeout)
-	pages := livePages(c, layout, log, f.IdleTimeout, fg, idle.Touch)
-	// PAM runs in a child process (cmd/dcui calls reexec.Init first):
-	// its modules' memory and crashes stay out of the console
+	var w, h int
+	if f.Size != "" {
+		if w, h, err = term.ParseSize(f.Size); err != nil {
+			fmt.Fprintln(os.Stderr, "dcui:", err)
+			return 2
+		}
+	}
 	self, err := os.Executable()
 	if err != nil {
 		self = ""
 	}
-	a := auth.New(layout, log, auth.Options{Service: f.PAMService, Group: f.AdminGroup, PAMProcess: self})
-	login := app.LoginFunc(func(ctx context.Context, user, password, tty string) (string, error) {
-		id, err := a.Login(ctx, user, password, tty)
-		if err != nil {
-			return "", err
-		}
-		return id.User, nil
-	})
-	locker := func(user, tty string) (func() error, string, error) {
-		l, holder, err := auth.AcquireConsole(layout, user, tty)
-		switch {
-		case err != nil:
-			return nil, "", err
-		case l == nil:
-			h := "another console"
-			if holder != nil && holder.User != "" {
-				h = holder.String()
-			}
-			return nil, h, nil
-		}
-		return l.Release, "", nil
-	}
 	hostname, _ := os.Hostname()
-	m := app.New(c, st, pages, login, locker, idle, app.Options{
-		Product: "virtcon", Version: bi.Version, TTY: tty, Kiosk: f.Console,
-		AdminGroup: f.AdminGroup, IdleTimeout: f.IdleTimeout, Hostname: hostname,
-	})
-	if f.Size != "" {
-		w, h, err := term.ParseSize(f.Size)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "dcui:", err)
-			return 2
-		}
-		m.SetSize(w, h)
-		status.FixSize(st)
-		m.FixSize()
-	}
-	log.Info("dcui start", "version", bi.Version, "tier", tier.String(), "tty", tty, "term", os.Getenv("TERM"), "pid", os.Getpid())
 
-	p := newProgram(m, tier)
 	// a hung-up line (serial cable, closed SSH) or SIGTERM (systemd, a
-	// getty restart) ends the program cleanly, also while a VM console has
-	// the terminal (Bubble Tea ignores signals then): the console is ended
-	// first, then the program quits and restores the terminal
+	// getty restart) ends the session cleanly, also while a VM console has
+	// the terminal: the session's ctx ends the console, then the program,
+	// which restores the terminal. SIGINT (kill -INT: in raw mode ctrl+c
+	// is a key) ends it too, with exit status 1, as an interrupt.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM)
+	signal.Notify(sigs, syscall.SIGHUP, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	var interrupted atomic.Bool
 	go func() {
-		if sig, ok := <-sigs; ok {
+		select {
+		case sig := <-sigs:
 			log.Info("signal: quitting", "signal", sig.String())
-			fg.Cancel()
-			p.Quit()
+			interrupted.Store(sig == syscall.SIGINT)
+			cancel()
+		case <-ctx.Done():
 		}
 	}()
-	defer signal.Stop(sigs)
-	_, err = p.Run()
-	m.Close()
-	if err != nil {
-		log.Error("dcui", "err", err)
-		if errors.Is(err, tea.ErrProgramPanic) {
-			fmt.Fprintln(os.Stderr, "dcui: internal error, see", logPath)
-		} else if !errors.Is(err, tea.ErrInterrupted) && !errors.Is(err, tea.ErrProgramKilled) {
+
+	err = Run(ctx, Config{
+		TERM: os.Getenv("TERM"), Env: os.Environ(), Tier: override, Width: w, Height: h, TTYName: tty,
+		Host:       host.New(host.Options{Layout: layout, HostRoot: "/", Logger: log}),
+		PAMService: f.PAMService, AdminGroup: f.AdminGroup, PAMHelper: self,
+		IdleTimeout: f.IdleTimeout, Console: f.Console, Hostname: hostname,
+	})
+	switch {
+	case errors.Is(err, tea.ErrProgramPanic):
+		fmt.Fprintln(os.Stderr, "dcui: internal error, see", logPath)
+		return 1
+	case err != nil:
+		if !errors.Is(err, tea.ErrInterrupted) && !errors.Is(err, tea.ErrProgramKilled) {
 			fmt.Fprintln(os.Stderr, "dcui:", err)
 		}
 		return 1
+	case interrupted.Load():
+		return 1
 	}
-	log.Info("dcui exit")
 	return 0
 }

@@ -1,11 +1,9 @@
 package dcui
 
 import (
-	"log/slog"
 	"time"
 
-	"github.com/virtcon/virtcon/netcfg"
-	"github.com/virtcon/virtcon/paths"
+	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/tui/app"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/diagnostics"
@@ -14,7 +12,6 @@ import (
 	"github.com/virtcon/virtcon/tui/network"
 	tuipower "github.com/virtcon/virtcon/tui/power"
 	"github.com/virtcon/virtcon/tui/vms"
-	"github.com/virtcon/virtcon/vm"
 )
 
 // pageDeps are what the screens after login read and change: the core in
@@ -31,21 +28,19 @@ type pageDeps struct {
 	power       tuipower.Sources
 }
 
-// livePages builds the screens after login over the real core, in tab
-// order. idle is the idle timeout (a VM console detaches after it too); fg
-// lets the signal handler end a console that has the terminal.
-func livePages(c common.Common, layout paths.Layout, log *slog.Logger, idle time.Duration, fg *common.Foreground, activity func()) []app.Page {
-	const hostRoot = "/"
-	mgr := vm.NewManager(vm.Options{Layout: layout, Logger: log, HostRoot: hostRoot})
+// livePages builds the screens after login over the host's services, in
+// tab order. idle is the idle timeout (a VM console detaches after it
+// too); activity restarts the session's idle timer.
+func livePages(c common.Common, h *host.Host, idle time.Duration, activity func()) []app.Page {
 	return buildPages(c, pageDeps{
-		vms:         mgr,
-		vmOpts:      vms.Options{IdleTimeout: idle, Foreground: fg, Activity: activity},
-		network:     network.LiveSources(layout, log),
-		netOpts:     network.Options{DesiredFile: netcfg.DesiredFile(layout)},
-		hardware:    hardware.LiveSources(layout, hostRoot, log),
-		logs:        logs.LiveSources(layout, mgr.List),
-		diagnostics: diagnostics.LiveSources(layout, hostRoot, log),
-		power:       tuipower.LiveSources(layout, hostRoot, log),
+		vms:         h.VMs,
+		vmOpts:      vms.Options{IdleTimeout: idle, Activity: activity},
+		network:     h.Net,
+		netOpts:     network.Options{DesiredFile: h.Net.DesiredFile()},
+		hardware:    hardware.LiveSources(h.Info),
+		logs:        logs.LiveSources(h.Layout, h.VMs),
+		diagnostics: diagnostics.LiveSources(h.Diag),
+		power:       tuipower.LiveSources(h.VMs, h.Power),
 	})
 }
 

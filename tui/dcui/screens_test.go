@@ -164,8 +164,8 @@ func (fakeNet) NICs(context.Context) ([]string, error)           { return netSta
 func (fakeNet) ApplyDesired(context.Context, *netcfg.Config, netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error) {
 	return nil, nil, errNoHost
 }
-func (fakeNet) TestManagement(context.Context, *netcfg.Config) []netcfg.TestResult {
-	return []netcfg.TestResult{{Name: "gateway 192.168.10.1 ping", OK: true, Detail: "echo reply in 0.31 ms"}}
+func (fakeNet) CheckManagement(context.Context, *netcfg.Config, netcfg.CheckOptions) []netcfg.CheckResult {
+	return []netcfg.CheckResult{{Name: "gateway 192.168.10.1 ping", OK: true, Detail: "echo reply in 0.31 ms"}}
 }
 
 const logDir = "/var/log/virtcon"

@@ -3,7 +3,6 @@ package diagnostics
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -12,8 +11,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/virtcon/virtcon/diag"
-	"github.com/virtcon/virtcon/hostinfo"
-	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/styles"
@@ -29,19 +26,13 @@ type Sources struct {
 	Write func(ctx context.Context) (diag.Result, error)
 }
 
-// LiveSources writes the host bundle (diag.HostParts) of the host under
-// hostRoot into diag.Dir(layout). The checks take the KVM probe's verdict
-// from this boot's cache under layout.
-func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources {
-	dir := diag.Dir(layout)
+// LiveSources writes the host bundle through d into its directory. The
+// checks take the KVM probe's verdict from this boot's cache: the screen
+// never runs guest code.
+func LiveSources(d *diag.Service) Sources {
 	return Sources{
-		Dir: dir,
-		Write: func(ctx context.Context) (diag.Result, error) {
-			opts := hostinfo.Options{Root: hostRoot, Logger: log}
-			probe := hostinfo.CachedProbe(opts, layout.AccelCacheFile(), nil)
-			parts := diag.HostParts(hostinfo.CheckOptions{Options: opts, Probe: probe})
-			return diag.WriteInDir(ctx, log, dir, time.Now(), parts)
-		},
+		Dir:   d.Dir(),
+		Write: func(ctx context.Context) (diag.Result, error) { return d.WriteInDir(ctx, time.Now()) },
 	}
 }
 
@@ -170,9 +161,9 @@ func (m *Model) write() tea.Cmd {
 		return nil
 	}
 	m.running, m.started, m.note = true, m.c.Now(), ""
-	f := m.src.Write
+	f, parent := m.src.Write, m.c.Ctx
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+		ctx, cancel := context.WithTimeout(parent, writeTimeout)
 		defer cancel()
 		res, err := f(ctx)
 		return writtenMsg{res, err}

@@ -19,6 +19,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/diag"
+	hostsvc "github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
 	"github.com/virtcon/virtcon/paths"
@@ -218,7 +219,7 @@ func TestLiveSources(t *testing.T) {
 		BootID: strings.TrimSpace(string(boot)), Acceleration: hostinfo.AccelTCG, Probe: &cached}); err != nil {
 		t.Fatal(err)
 	}
-	src := LiveSources(layout, host, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	src := LiveSources(hostsvc.New(hostsvc.Options{Layout: layout, HostRoot: host, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Diag)
 	if src.Dir != filepath.Join(layout.StateDir(), "diagnostics") {
 		t.Errorf("Dir %q; want under the state dir", src.Dir)
 	}

@@ -3,7 +3,6 @@ package hardware
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -14,10 +13,8 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/virtcon/virtcon/hostinfo"
-	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
-	"github.com/virtcon/virtcon/tui/status"
 	"github.com/virtcon/virtcon/tui/styles"
 	"github.com/virtcon/virtcon/tui/term"
 )
@@ -29,10 +26,12 @@ type Sources struct {
 	Host func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error)
 }
 
-// LiveSources reads the host under hostRoot, with the KVM probe answered
-// from this boot's cache under layout (the status screen's source).
-func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources {
-	return Sources{Host: status.HostSource(layout, hostRoot, log)}
+// LiveSources reads the host through info, with the KVM probe answered
+// from this boot's cache (as the status screen does).
+func LiveSources(info *hostinfo.Assessor) Sources {
+	return Sources{Host: func(ctx context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
+		return info.Check(ctx, hostinfo.CheckRequest{})
+	}}
 }
 
 // loadTimeout bounds one load: the inventory reads sysfs, the checks may
@@ -170,9 +169,9 @@ func (m *Model) load() tea.Cmd {
 		return nil
 	}
 	m.busy = true
-	f := m.src.Host
+	f, parent := m.src.Host, m.c.Ctx
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		ctx, cancel := context.WithTimeout(parent, loadTimeout)
 		defer cancel()
 		inv, rep, err := f(ctx)
 		return hostMsg{inv, rep, err}

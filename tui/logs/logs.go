@@ -186,9 +186,9 @@ func (m *Model) list() tea.Cmd {
 		return nil
 	}
 	m.listing = true
-	f := m.src.List
+	f, parent := m.src.List, m.c.Ctx
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		ctx, cancel := context.WithTimeout(parent, loadTimeout)
 		defer cancel()
 		files, err := f(ctx)
 		return listMsg{files, err}
@@ -205,12 +205,12 @@ func (m *Model) read() tea.Cmd {
 		return nil
 	}
 	m.reading = true
-	read, path, ascii := m.src.Read, f.Path, m.c.Tier == term.Plain
+	read, path, ascii, parent := m.src.Read, f.Path, m.c.Tier == term.Plain, m.c.Ctx
 	// virtcon's own logs may be JSON lines, shown readably; a guest's
 	// serial console is shown as the guest wrote it
 	structured := f.VM == ""
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		ctx, cancel := context.WithTimeout(parent, loadTimeout)
 		defer cancel()
 		data, err := read(ctx, path, MaxRead)
 		if err != nil {

@@ -45,21 +45,25 @@ type Sources struct {
 // MaxRead is how much of a log's end the screen reads.
 const MaxRead = 1 << 20
 
-// LiveSources lists the logs under layout's log directory; vms (usually
-// vm.Manager.List, may be nil) names the VMs of the serial logs.
-func LiveSources(layout paths.Layout, vms func(ctx context.Context) ([]vm.Entry, error)) Sources {
+// VMs is what the screen asks of the VM manager (vm.Manager): the names of
+// the VMs, and where each one's serial log is.
+type VMs interface {
+	List(ctx context.Context) ([]vm.Entry, error)
+	SerialLogPath(uid string) string
+}
+
+var _ VMs = (*vm.Manager)(nil)
+
+// LiveSources lists the logs under layout's log directory and, through
+// vms (nil: none), the VM serial logs, each named by its VM.
+func LiveSources(layout paths.Layout, vms VMs) Sources {
 	return Sources{
 		List: func(ctx context.Context) ([]LogFile, error) { return listLogs(ctx, layout.LogDir(), vms) },
 		Read: ReadTail,
 	}
 }
 
-// serialLogPath mirrors vm.Manager.SerialLogPath (a test keeps them equal).
-func serialLogPath(logDir, uid string) string {
-	return filepath.Join(logDir, "vms", uid, "serial.log")
-}
-
-func listLogs(ctx context.Context, dir string, vms func(ctx context.Context) ([]vm.Entry, error)) ([]LogFile, error) {
+func listLogs(ctx context.Context, dir string, vms VMs) ([]LogFile, error) {
 	ents, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
@@ -78,14 +82,20 @@ func listLogs(ctx context.Context, dir string, vms func(ctx context.Context) ([]
 		}
 		own = append(own, f)
 	}
-	vmDirs, err := os.ReadDir(filepath.Join(dir, "vms"))
+	if vms == nil {
+		return own, nil
+	}
+	// every VM's log directory is where its serial log is: the folder
+	// that holds them all is the manager's, not rebuilt here
+	serialDir := filepath.Dir(filepath.Dir(vms.SerialLogPath("uid")))
+	vmDirs, err := os.ReadDir(serialDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return own, fmt.Errorf("list VM serial logs: %w", err)
 	}
 	names := map[string]string{}
-	if len(vmDirs) > 0 && vms != nil {
+	if len(vmDirs) > 0 {
 		// a failing list still names what it could; the UID stands in for the rest
-		entries, _ := vms(ctx)
+		entries, _ := vms.List(ctx)
 		for _, e := range entries {
 			if e.UID != "" && e.Name != "" && e.Name != "-" {
 				names[strings.ToLower(e.UID)] = e.Name
@@ -98,7 +108,7 @@ func listLogs(ctx context.Context, dir string, vms func(ctx context.Context) ([]
 			continue
 		}
 		uid := d.Name()
-		p := serialLogPath(dir, uid)
+		p := vms.SerialLogPath(uid)
 		info, err := os.Stat(p)
 		if err != nil || !info.Mode().IsRegular() {
 			continue

@@ -3,7 +3,6 @@ package power
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strings"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
-	"github.com/virtcon/virtcon/paths"
 	hostpower "github.com/virtcon/virtcon/power"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
@@ -30,14 +28,13 @@ type Sources struct {
 	PowerOff func(ctx context.Context) error
 }
 
-// LiveSources lists the VMs of the layout and reboots or powers off this
-// machine for real.
-func LiveSources(layout paths.Layout, hostRoot string, log *slog.Logger) Sources {
-	mgr := vm.NewManager(vm.Options{Layout: layout, Logger: log, HostRoot: hostRoot})
+// LiveSources lists the VMs through vms and reboots or powers off this
+// machine for real through p.
+func LiveSources(vms *vm.Manager, p *hostpower.Service) Sources {
 	return Sources{
-		VMs:      mgr.List,
-		Reboot:   func(ctx context.Context) error { return hostpower.Reboot(ctx, log) },
-		PowerOff: func(ctx context.Context) error { return hostpower.PowerOff(ctx, log) },
+		VMs:      vms.List,
+		Reboot:   func(ctx context.Context) error { return p.Do(ctx, hostpower.ActionReboot) },
+		PowerOff: func(ctx context.Context) error { return p.Do(ctx, hostpower.ActionPowerOff) },
 	}
 }
 
@@ -166,9 +163,9 @@ func (m *Model) loadVMs() tea.Cmd {
 		return nil
 	}
 	m.vmsBusy = true
-	f := m.src.VMs
+	f, parent := m.src.VMs, m.c.Ctx
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		ctx, cancel := context.WithTimeout(parent, loadTimeout)
 		defer cancel()
 		vms, err := f(ctx)
 		return vmsMsg{vms, err}
@@ -280,8 +277,9 @@ func (m *Model) act(a Action) tea.Cmd {
 		m.c.Logger.Warn("power: confirmed", "action", a.String(), "user", m.c.Session.User, "tty", m.c.Session.TTY,
 			"running_vms", len(hostpower.Running(m.vms)))
 	}
+	parent := m.c.Ctx
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), actionTimeout)
+		ctx, cancel := context.WithTimeout(parent, actionTimeout)
 		defer cancel()
 		return actionMsg{a, f(ctx)}
 	}

@@ -13,7 +13,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/netip"
 	"sort"
 	"strings"
 	"time"
@@ -32,11 +31,8 @@ import (
 	"github.com/virtcon/virtcon/webterm"
 )
 
-// Addr is one management address.
-type Addr struct {
-	Iface  string
-	Prefix netip.Prefix
-}
+// Addr is one management address (hostinfo.Assessor.Addresses).
+type Addr = hostinfo.Addr
 
 // Sources are the screen's collectors. Each is called from a tea.Cmd,
 // never from Update, so a slow one (a hung QMP socket, a KVM probe) only
@@ -184,9 +180,9 @@ func (m *Model) loadHost() tea.Cmd {
 		return nil
 	}
 	m.hostBusy = true
-	f := m.src.Host
+	f, parent := m.src.Host, m.c.Ctx
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		ctx, cancel := context.WithTimeout(parent, loadTimeout)
 		defer cancel()
 		inv, rep, err := f(ctx)
 		return hostMsg{inv, rep, err}
@@ -198,9 +194,9 @@ func (m *Model) loadVMs() tea.Cmd {
 		return nil
 	}
 	m.vmsBusy = true
-	f := m.src.VMs
+	f, parent := m.src.VMs, m.c.Ctx
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), loadTimeout)
+		ctx, cancel := context.WithTimeout(parent, loadTimeout)
 		defer cancel()
 		vms, err := f(ctx)
 		return vmsMsg{vms, err}
@@ -212,14 +208,14 @@ func (m *Model) loadNet() tea.Cmd {
 		return nil
 	}
 	m.netBusy = true
-	src := m.src
+	src, parent := m.src, m.c.Ctx
 	return func() tea.Msg {
 		var msg netMsg
 		if src.Addresses != nil {
 			msg.addrs, msg.err = src.Addresses()
 		}
 		if src.ResolveExpiredTry != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+			ctx, cancel := context.WithTimeout(parent, resolveTimeout)
 			r, err := src.ResolveExpiredTry(ctx)
 			cancel()
 			switch {

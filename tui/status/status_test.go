@@ -18,6 +18,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/netcfg"
@@ -64,8 +65,8 @@ func fakeSources() Sources {
 		},
 		Addresses: func() ([]Addr, error) {
 			return []Addr{
-				{"eno1", netip.MustParsePrefix("192.168.10.5/24")},
-				{"eno1", netip.MustParsePrefix("2001:db8::5/64")},
+				{Iface: "eno1", Prefix: netip.MustParsePrefix("192.168.10.5/24")},
+				{Iface: "eno1", Prefix: netip.MustParsePrefix("2001:db8::5/64")},
 			}, nil
 		},
 		WebTerminal: func() (*webterm.Record, error) { return fakeWebTerminal(), nil },
@@ -352,7 +353,7 @@ func TestFullestScreenFits(t *testing.T) {
 	src.Addresses = func() ([]Addr, error) {
 		var out []Addr
 		for i := range 5 {
-			out = append(out, Addr{"eno1", netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 10, byte(5 + i)}), 24)})
+			out = append(out, Addr{Iface: "eno1", Prefix: netip.PrefixFrom(netip.AddrFrom4([4]byte{192, 168, 10, byte(5 + i)}), 24)})
 		}
 		return out, nil
 	}
@@ -413,9 +414,9 @@ func TestContentOverfull(t *testing.T) {
 	src := fakeSources()
 	src.Addresses = func() ([]Addr, error) {
 		return []Addr{
-			{"eth0", netip.MustParsePrefix("192.0.2.2/24")},
-			{"eth0", netip.MustParsePrefix("fd00::2/64")},
-			{"eth0", netip.MustParsePrefix("fe80::fc:ff:fe00:1/64")},
+			{Iface: "eth0", Prefix: netip.MustParsePrefix("192.0.2.2/24")},
+			{Iface: "eth0", Prefix: netip.MustParsePrefix("fd00::2/64")},
+			{Iface: "eth0", Prefix: netip.MustParsePrefix("fe80::fc:ff:fe00:1/64")},
 		}, nil
 	}
 	host := src.Host
@@ -570,7 +571,7 @@ func TestNetworkLoadNotHeldByTryLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Release()
-	live := LiveSources(layout, t.TempDir(), slog.New(slog.DiscardHandler))
+	live := LiveSources(host.New(host.Options{Layout: layout, HostRoot: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}))
 	src := fakeSources()
 	src.ResolveExpiredTry, src.PendingTry = live.ResolveExpiredTry, live.PendingTry
 	m := newModel(term.Plain, src)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/internal/proc"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/term"
@@ -124,7 +125,7 @@ func TestWebTerminalByRecordNotPort(t *testing.T) {
 			default:
 				writeRecord(t, layout, tt.record)
 			}
-			src := LiveSources(layout, hostRoot(t), slog.New(slog.NewTextHandler(io.Discard, nil)))
+			src := LiveSources(host.New(host.Options{Layout: layout, HostRoot: hostRoot(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
 			w, err := src.WebTerminal()
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("WebTerminal() error = %v; want error %v", err, tt.wantErr)

@@ -12,7 +12,6 @@ import (
 	"github.com/muesli/cancelreader"
 	"golang.org/x/term"
 
-	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -23,12 +22,14 @@ var errConsoleIdle = errors.New("no input")
 // Bubble Tea has released the terminal (tea.Exec): the same core call as
 // `virt vm console`, but the DCUI keeps what an external program would
 // take from it: the idle lock (no input for the idle timeout detaches and
-// locks), and SIGTERM/SIGHUP (Foreground lets the signal handler end it).
+// locks), and the end of the session (its ctx: a SIGTERM or SIGHUP to the
+// DCUI, a closed web terminal), which Bubble Tea does not watch meanwhile.
 type consoleExec struct {
+	// ctx is the session's: the console ends with it
+	ctx       context.Context
 	mgr       Manager
 	ref, name string
 	idle      time.Duration
-	fg        *common.Foreground
 	// activity is called on input and on a detach by the operator, from
 	// this goroutine: the DCUI's idle timer must count console typing
 	// before Bubble Tea takes the terminal back (its clock ticks queued
@@ -59,10 +60,8 @@ func (c *consoleExec) Run() error {
 		return fmt.Errorf("console: %w", err)
 	}
 	defer in.Close()
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(c.ctx)
 	defer cancel(nil)
-	c.fg.Set(func() { cancel(errors.New("terminated")) })
-	defer c.fg.Set(nil)
 
 	act := &activityReader{r: in, onInput: c.activity}
 	act.touch()

@@ -2,6 +2,7 @@ package vms
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"strings"
@@ -9,8 +10,6 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/virtcon/virtcon/tui/common"
 )
 
 type lockedBuf struct {
@@ -26,11 +25,11 @@ func (l *lockedBuf) Write(p []byte) (int, error) {
 func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
 
 // runConsole runs a consoleExec over a pipe as Bubble Tea would.
-func runConsole(t *testing.T, idle time.Duration, fg *common.Foreground) (w *io.PipeWriter, out, errOut *lockedBuf, done chan error) {
+func runConsole(t *testing.T, ctx context.Context, idle time.Duration) (w *io.PipeWriter, out, errOut *lockedBuf, done chan error) {
 	t.Helper()
 	r, w := io.Pipe()
 	out, errOut = &lockedBuf{}, &lockedBuf{}
-	c := &consoleExec{mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: idle, fg: fg}
+	c := &consoleExec{ctx: ctx, mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: idle}
 	c.SetStdin(r)
 	c.SetStdout(out)
 	c.SetStderr(errOut)
@@ -52,7 +51,7 @@ func wait(t *testing.T, done chan error) error {
 }
 
 func TestConsoleExecDetach(t *testing.T) {
-	w, out, errOut, done := runConsole(t, time.Minute, &common.Foreground{})
+	w, out, errOut, done := runConsole(t, context.Background(), time.Minute)
 	w.Write([]byte("uname\r"))
 	w.Write([]byte{0x1d})
 	if err := wait(t, done); err != nil {
@@ -69,7 +68,7 @@ func TestConsoleExecDetach(t *testing.T) {
 // TestConsoleExecIdle: nobody types for the idle timeout: the console
 // detaches and says why; typing keeps it open.
 func TestConsoleExecIdle(t *testing.T) {
-	w, _, errOut, done := runConsole(t, 1500*time.Millisecond, &common.Foreground{})
+	w, _, errOut, done := runConsole(t, context.Background(), 1500*time.Millisecond)
 	for range 3 { // input keeps it attached past the timeout
 		time.Sleep(700 * time.Millisecond)
 		w.Write([]byte("x"))
@@ -92,16 +91,17 @@ func TestConsoleExecIdle(t *testing.T) {
 	}
 }
 
-// TestConsoleExecForegroundCancel: the signal handler ends the console.
-func TestConsoleExecForegroundCancel(t *testing.T) {
-	fg := &common.Foreground{}
-	_, _, _, done := runConsole(t, time.Minute, fg)
+// TestConsoleExecSessionCancel: the end of the session (a signal to the
+// DCUI, a closed web terminal: its ctx) ends the console.
+func TestConsoleExecSessionCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	_, _, _, done := runConsole(t, ctx, time.Minute)
 	time.Sleep(100 * time.Millisecond)
-	fg.Cancel()
+	cancel()
 	if err := wait(t, done); errors.Is(err, errConsoleIdle) {
 		t.Fatalf("Run = %v after a cancel; want no idle error", err)
 	}
-	fg.Cancel() // nothing left to cancel: a no-op
 }
 
 // TestConsoleExecActivity: typing in the console and detaching count as
@@ -109,8 +109,8 @@ func TestConsoleExecForegroundCancel(t *testing.T) {
 func TestConsoleExecActivity(t *testing.T) {
 	var n atomic.Int32
 	r, w := io.Pipe()
-	c := &consoleExec{mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: time.Minute,
-		fg: &common.Foreground{}, activity: func() { n.Add(1) }}
+	c := &consoleExec{ctx: context.Background(), mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: time.Minute,
+		activity: func() { n.Add(1) }}
 	c.SetStdin(r)
 	c.SetStdout(io.Discard)
 	c.SetStderr(io.Discard)
@@ -128,8 +128,8 @@ func TestConsoleExecActivity(t *testing.T) {
 	n.Store(0)
 	r2, w2 := io.Pipe()
 	defer w2.Close()
-	c2 := &consoleExec{mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: 500 * time.Millisecond,
-		fg: &common.Foreground{}, activity: func() { n.Add(1) }}
+	c2 := &consoleExec{ctx: context.Background(), mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: 500 * time.Millisecond,
+		activity: func() { n.Add(1) }}
 	c2.SetStdin(r2)
 	c2.SetStdout(io.Discard)
 	c2.SetStderr(io.Discard)

@@ -41,9 +41,6 @@ type Options struct {
 	// IdleTimeout detaches a VM console nobody types into, and locks the
 	// DCUI (the console's own idle lock); 0 never does.
 	IdleTimeout time.Duration
-	// Foreground lets the program's signal handler end a console that has
-	// the terminal.
-	Foreground *common.Foreground
 	// Activity is called (from the console's goroutine) when the operator
 	// types in a VM console: the DCUI's idle timer's Touch.
 	Activity func()
@@ -422,9 +419,9 @@ func (m *Model) load() tea.Cmd {
 		return nil
 	}
 	m.loading = true
-	mgr := m.mgr
+	mgr, parent := m.mgr, m.c.Ctx
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), listTimeout)
+		ctx, cancel := context.WithTimeout(parent, listTimeout)
 		defer cancel()
 		entries, err := mgr.List(ctx)
 		return listMsg{entries, err}
@@ -691,12 +688,12 @@ func (m *Model) run(a action, e vm.Entry) tea.Cmd {
 	k := entryKey(e)
 	m.busy[k] = a
 	m.msg = ""
-	mgr, ref, name := m.mgr, e.UID, e.Name
+	mgr, ref, name, parent := m.mgr, e.UID, e.Name, m.c.Ctx
 	if ref == "" {
 		ref = name
 	}
 	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(context.Background(), a.timeout())
+		ctx, cancel := context.WithTimeout(parent, a.timeout())
 		defer cancel()
 		var err error
 		switch a {
@@ -734,7 +731,7 @@ func (m *Model) consoleExec(e vm.Entry) *consoleExec {
 	if ref == "" {
 		ref = e.Name
 	}
-	return &consoleExec{mgr: m.mgr, ref: ref, name: m.clean(e.Name), idle: m.opts.IdleTimeout, fg: m.opts.Foreground, activity: m.opts.Activity}
+	return &consoleExec{ctx: m.c.Ctx, mgr: m.mgr, ref: ref, name: m.clean(e.Name), idle: m.opts.IdleTimeout, activity: m.opts.Activity}
 }
 
 func (m *Model) ok(s string)   { m.msg = m.c.Styles.Badgef(styles.OK) + " " + m.clean(s) }

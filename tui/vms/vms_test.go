@@ -156,7 +156,7 @@ func newModel(t *testing.T, tier term.Tier, f *fakeManager, sess *common.Session
 	t.Helper()
 	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	c.Session = sess
-	m := New(c, f, Options{IdleTimeout: 5 * time.Minute, Foreground: &common.Foreground{}})
+	m := New(c, f, Options{IdleTimeout: 5 * time.Minute})
 	m.SetSize(areaW, areaH)
 	return m
 }
