@@ -34,7 +34,7 @@ type (
 	}
 	confirmedMsg  struct{ err error }
 	rolledBackMsg struct{ err error }
-	testedMsg     struct{ results []netcfg.TestResult }
+	testedMsg     struct{ results []netcfg.CheckResult }
 	nicsMsg       struct {
 		nics []string
 		err  error
@@ -128,11 +128,11 @@ func (m *Model) testCmd() tea.Cmd {
 		// on trial, not network.yaml
 		cfg, err := src.LoadEffective()
 		if err != nil {
-			return testedMsg{[]netcfg.TestResult{{Name: "network configuration", Detail: err.Error()}}}
+			return testedMsg{[]netcfg.CheckResult{{Name: "network configuration", Detail: err.Error()}}}
 		}
 		ctx, cancel := context.WithTimeout(ctx, testTimeout)
 		defer cancel()
-		return testedMsg{src.TestManagement(ctx, cfg)}
+		return testedMsg{src.CheckManagement(ctx, cfg, netcfg.CheckOptions{})}
 	}
 }
 

@@ -21,8 +21,8 @@ const (
 	loadTimeout = 10 * time.Second
 	// applyTimeout covers a try: apply and verify end before its deadline.
 	applyTimeout = TryFor + 30*time.Second
-	// testTimeout covers TestManagement, whose checks run at once.
-	testTimeout = 2*netcfg.DefaultTestTimeout + 5*time.Second
+	// testTimeout covers CheckManagement, whose checks run at once.
+	testTimeout = 2*netcfg.DefaultCheckTimeout + 5*time.Second
 	// reloadEvery is the period of the background reload, in ticks.
 	reloadEvery = 5
 )

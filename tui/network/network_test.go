@@ -178,13 +178,13 @@ func (f *fakeSources) RollbackDesired(ctx context.Context) error {
 	return nil
 }
 
-func (f *fakeSources) TestManagement(ctx context.Context, cfg *netcfg.Config) []netcfg.TestResult {
-	f.sawCtx("TestManagement", ctx)
+func (f *fakeSources) CheckManagement(ctx context.Context, cfg *netcfg.Config, _ netcfg.CheckOptions) []netcfg.CheckResult {
+	f.sawCtx("CheckManagement", ctx)
 	f.mu.Lock()
 	f.tested++
 	f.testedCfgs = append(f.testedCfgs, cfg)
 	f.mu.Unlock()
-	return []netcfg.TestResult{
+	return []netcfg.CheckResult{
 		{Name: "link " + cfg.Management.Interface, OK: true, Detail: "up, carrier"},
 		{Name: "gateway 192.168.10.1 ping", OK: true, Detail: "echo reply in 0.31 ms"},
 		{Name: "dns 192.168.10.53", OK: false, Detail: "no answer"},
@@ -518,7 +518,7 @@ func TestTestManagement(t *testing.T) {
 	m := loaded(t, term.Plain, f, false) // a read-only console may test
 	press(t, m, "t")
 	if f.tested != 1 {
-		t.Fatalf("TestManagement called %d times; want 1", f.tested)
+		t.Fatalf("CheckManagement called %d times; want 1", f.tested)
 	}
 	mustContain(t, screen(m), "[PASS] link eno1", "up, carrier", "[FAIL] dns 192.168.10.53", "no answer",
 		"the management network has a problem")
@@ -543,7 +543,7 @@ func TestTestManagementDuringTrial(t *testing.T) {
 	m.mode = modeMain
 	press(t, m, "t")
 	if len(f.testedCfgs) != 1 {
-		t.Fatalf("TestManagement called %d times; want 1", len(f.testedCfgs))
+		t.Fatalf("CheckManagement called %d times; want 1", len(f.testedCfgs))
 	}
 	if got := f.testedCfgs[0].Management; got == nil || got.Interface != "eno2" || !got.DHCP {
 		t.Errorf("tested management %+v; want the one on trial (eno2, DHCP)", got)
@@ -839,7 +839,7 @@ func TestCallsEndWithTheSession(t *testing.T) {
 	send(t, m, common.ActivateMsg{})
 	cancel()
 	send(t, m, common.RefreshMsg{})     // ReadState
-	press(t, m, "t", "esc")             // TestManagement
+	press(t, m, "t", "esc")             // CheckManagement
 	press(t, m, "z", "j", "enter", "y") // NICs, ApplyDesired
 	press(t, m, "b")                    // RollbackDesired
 	seen := map[string]bool{}
@@ -852,7 +852,7 @@ func TestCallsEndWithTheSession(t *testing.T) {
 			t.Errorf("%s ran after the session ended with ctx error %v; want %v", c.name, c.err, context.Canceled)
 		}
 	}
-	for _, name := range []string{"ReadState", "TestManagement", "NICs", "ApplyDesired", "RollbackDesired"} {
+	for _, name := range []string{"ReadState", "CheckManagement", "NICs", "ApplyDesired", "RollbackDesired"} {
 		if !seen[name] {
 			t.Errorf("%s was not called after the session ended (calls %+v)", name, f.ctxCalls)
 		}

@@ -19,7 +19,7 @@ type results struct {
 	// overview answers the keys the results do not: they are shown
 	// over it, and its keys work on them.
 	overview *overview
-	results  []netcfg.TestResult
+	results  []netcfg.CheckResult
 	testing  bool
 }
 
