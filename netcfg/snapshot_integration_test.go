@@ -192,7 +192,7 @@ func TestSnapshotRestoreIntegration(t *testing.T) {
 			func() error { return netlink.LinkSetDown(snapByName("dm0")) },
 			snapAddr("dm0", "100.64.0.1/24", 0),
 			// brkeep: STP on, another forward delay, up
-			func() error { return snapSetBridgeSTP(brkeep, true, 4*time.Second) },
+			func() error { return writeBridgeSTP(nil, brkeep, true, 4*time.Second) },
 			snapUp("brkeep"),
 		)
 	})

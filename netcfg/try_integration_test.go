@@ -507,7 +507,7 @@ func TestTryIntegrationSTP(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := snapSetBridgeSTP(br.Attrs().Index, true, fd); err != nil {
+		if err := writeBridgeSTP(nil, br.Attrs().Index, true, fd); err != nil {
 			return err
 		}
 		return netlink.LinkSetUp(br)

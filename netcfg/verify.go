@@ -201,7 +201,7 @@ func (p *verifyPlan) checkPorts(bridge string, now time.Time) []string {
 	if err != nil {
 		return nil // reported with the links
 	}
-	bi, err := snapBridgeInfo(br.Attrs().Index)
+	bi, err := readBridgeAttrs(nil, br.Attrs().Index)
 	if err != nil {
 		return []string{fmt.Sprintf("bridge %q: %v", bridge, err)}
 	}
@@ -215,16 +215,16 @@ func (p *verifyPlan) checkPorts(bridge string, now time.Time) []string {
 		if a.MasterIndex != br.Attrs().Index {
 			continue
 		}
-		pi, err := snapBridgeInfo(a.Index)
+		pi, err := readBridgeAttrs(nil, a.Index)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("port %q of bridge %q: %v", a.Name, bridge, err))
 			continue
 		}
 		switch pi.portState {
-		case snapPortListening, snapPortLearning:
+		case brPortListening, brPortLearning:
 			problems = append(problems, fmt.Sprintf("port %q of bridge %q is %s (STP forwards after 2×%v)",
-				a.Name, bridge, snapPortStateName(pi.portState), bi.forwardDelay))
-		case snapPortBlocking:
+				a.Name, bridge, brPortStateName(pi.portState), bi.forwardDelay))
+		case brPortBlocking:
 			since, ok := p.blockedSince[a.Name]
 			if !ok {
 				since = now
@@ -397,7 +397,7 @@ func STPConvergence(cfg *Config, links []string) time.Duration {
 			idx = append(idx, m)
 		}
 		for _, i := range idx {
-			if bi, err := snapBridgeInfo(i); err == nil && bi.stp {
+			if bi, err := readBridgeAttrs(nil, i); err == nil && bi.stp {
 				consider(bi.forwardDelay)
 			}
 		}
@@ -418,7 +418,7 @@ func STPConvergence(cfg *Config, links []string) time.Duration {
 		}
 		fd := DefaultForwardDelay
 		if l, err := netlink.LinkByName(b.Name); err == nil {
-			if bi, err := snapBridgeInfo(l.Attrs().Index); err == nil && bi.forwardDelay > 0 {
+			if bi, err := readBridgeAttrs(nil, l.Attrs().Index); err == nil && bi.forwardDelay > 0 {
 				fd = bi.forwardDelay
 			}
 		}
