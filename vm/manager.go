@@ -154,9 +154,13 @@ func (m *Manager) runPath(uid, name string) string {
 	return filepath.Join(m.layout().VMRunDir(uid), name)
 }
 
+// SerialLogDir holds one directory per VM (named by its UID) with its
+// serial console log.
+func (m *Manager) SerialLogDir() string { return filepath.Join(m.layout().LogDir(), "vms") }
+
 // SerialLogPath is the VM's serial console log.
 func (m *Manager) SerialLogPath(uid string) string {
-	return filepath.Join(m.layout().LogDir(), "vms", uid, "serial.log")
+	return filepath.Join(m.SerialLogDir(), uid, "serial.log")
 }
 
 // livePID returns the PID of the VM's QEMU if it is alive and ours. The

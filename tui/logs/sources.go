@@ -49,6 +49,7 @@ const MaxRead = 1 << 20
 // the VMs, and where each one's serial log is.
 type VMs interface {
 	List(ctx context.Context) ([]vm.Entry, error)
+	SerialLogDir() string
 	SerialLogPath(uid string) string
 }
 
@@ -85,9 +86,7 @@ func listLogs(ctx context.Context, dir string, vms VMs) ([]LogFile, error) {
 	if vms == nil {
 		return own, nil
 	}
-	// every VM's log directory is where its serial log is: the folder
-	// that holds them all is the manager's, not rebuilt here
-	serialDir := filepath.Dir(filepath.Dir(vms.SerialLogPath("uid")))
+	serialDir := vms.SerialLogDir()
 	vmDirs, err := os.ReadDir(serialDir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return own, fmt.Errorf("list VM serial logs: %w", err)
