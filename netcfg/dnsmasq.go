@@ -146,6 +146,8 @@ func dnsmasqEnsure(ctx context.Context, log *slog.Logger, files natFiles, conf [
 		if err := dnsmasqStop(ctx, log, files); err != nil {
 			return err
 		}
+	} else {
+		dnsmasqAwaitTeardown(ctx, files)
 	}
 	for _, dir := range []string{files.runDir, files.stateDir, filepath.Dir(files.log)} {
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -163,6 +165,31 @@ func dnsmasqEnsure(ctx context.Context, log *slog.Logger, files natFiles, conf [
 	}
 	log.Info("started dnsmasq", "pid", pid, "conf", files.conf)
 	return nil
+}
+
+// dnsmasqAwaitTeardown waits (2 s at most) for a dnsmasq that the pidfile
+// names and that is dying: its command line is gone already, but until it
+// has exited its sockets still hold the addresses a new one must bind. A
+// PID reused by another program (a command line of its own) is not waited
+// for.
+func dnsmasqAwaitTeardown(ctx context.Context, files natFiles) {
+	b, err := os.ReadFile(files.pid)
+	if err != nil {
+		return
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return
+	}
+	pidfd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return // gone
+	}
+	defer unix.Close(pidfd)
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || len(cmdline) > 0 {
+		return // gone, or alive as some other program
+	}
+	_, _ = dnsmasqWaitExit(ctx, pidfd, 2*time.Second)
 }
 
 // dnsmasqStart runs dnsmasq as a daemon: it forks into its own session and
