@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"errors"
+	"time"
 
 	tea "charm.land/bubbletea/v2"
 
@@ -31,6 +32,11 @@ type (
 		res     *netcfg.Result
 		pending *netcfg.Pending
 		err     error
+		// try is the trial asked for: TryFor, or longer when the change
+		// needs more (longer says why); cli is the change's command.
+		try    time.Duration
+		longer *netcfg.DeadlineTooShortError
+		cli    string
 	}
 	confirmedMsg  struct{ err error }
 	rolledBackMsg struct{ err error }
@@ -91,13 +97,26 @@ func (m *Model) poll() tea.Cmd {
 	}
 }
 
-func (m *Model) applyCmd(cfg *netcfg.Config) tea.Cmd {
-	ctx, src := m.c.Ctx, m.src
-	return func() tea.Msg {
-		ctx, cancel := context.WithTimeout(ctx, applyTimeout)
+// applyCmd applies e on a trial of TryFor, or of the least the change
+// needs when that is longer (STP on a bridge whose forward delay is
+// long): the core refuses a trial too short to apply, verify and let
+// the bridges forward before anything changes, and says the least.
+func (m *Model) applyCmd(e *edit) tea.Cmd {
+	ctx, src, cfg, cli := m.c.Ctx, m.src, e.next, e.cli
+	apply := func(try time.Duration) (*netcfg.Result, *netcfg.Pending, error) {
+		ctx, cancel := context.WithTimeout(ctx, try+applySlack)
 		defer cancel()
-		res, p, err := src.ApplyDesired(ctx, cfg, netcfg.DesiredOptions{Try: TryFor})
-		return appliedMsg{res, p, err}
+		return src.ApplyDesired(ctx, cfg, netcfg.DesiredOptions{Try: try})
+	}
+	return func() tea.Msg {
+		msg := appliedMsg{try: TryFor, cli: cli}
+		msg.res, msg.pending, msg.err = apply(msg.try)
+		var short *netcfg.DeadlineTooShortError
+		if errors.As(msg.err, &short) && short.Min > msg.try {
+			msg.try, msg.longer = short.Min, short
+			msg.res, msg.pending, msg.err = apply(msg.try)
+		}
+		return msg
 	}
 }
 

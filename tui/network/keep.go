@@ -72,7 +72,7 @@ func (d *keepDialog) button(label string, idx int) string {
 }
 
 // Lines draws the dialog in the middle of the area, the message line
-// under it.
+// under it (wrapped, in the lines the box leaves).
 func (d *keepDialog) Lines() []string {
 	s := d.c.Styles
 	p := d.pending
@@ -100,11 +100,9 @@ func (d *keepDialog) Lines() []string {
 		body = append(body, "", "working"+d.dots())
 	}
 	box := s.Frame.Padding(0, 2).Render(strings.Join(body, "\n"))
-	out := strings.Split(lipgloss.Place(d.w, d.h-1, lipgloss.Center, lipgloss.Center, box), "\n")
-	if msg := d.message(); msg != "" {
-		out = append(out, msg)
-	}
-	return out
+	msg := d.messageLines(d.w, d.h-lipgloss.Height(box))
+	out := strings.Split(lipgloss.Place(d.w, d.h-max(len(msg), 1), lipgloss.Center, lipgloss.Center, box), "\n")
+	return append(out, msg...)
 }
 
 // tryFlag is the --try flag of the CLI lines.

@@ -19,8 +19,9 @@ const TryFor = 60 * time.Second
 // Timeouts of the screen's host calls.
 const (
 	loadTimeout = 10 * time.Second
-	// applyTimeout covers a try: apply and verify end before its deadline.
-	applyTimeout = TryFor + 30*time.Second
+	// applySlack is how long an apply on trial may take beyond its
+	// trial: apply and verify end before the deadline.
+	applySlack = 30 * time.Second
 	// testTimeout covers CheckManagement, whose checks run at once.
 	testTimeout = 2*netcfg.DefaultCheckTimeout + 5*time.Second
 	// reloadEvery is the period of the background reload, in ticks.
@@ -198,7 +199,7 @@ func (m *Model) do(in intent) tea.Cmd {
 		m.review, m.busy = nil, &busy{shared: &m.shared, edit: in.edit}
 		m.show(modeBusy, m.busy)
 		m.log("apply on trial", "what", in.edit.what)
-		return m.applyCmd(in.edit.next)
+		return m.applyCmd(in.edit)
 	case runTest:
 		if in.fresh {
 			m.results.results = nil
@@ -260,7 +261,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case confirmedMsg:
 		m.acting = false
 		if msg.err != nil {
-			m.say(styles.Failure, "keep failed: %v", msg.err)
+			m.log("keep failed", "err", msg.err)
+			m.say(styles.Failure, "%s", m.wordKeep(msg.err))
 			if errors.Is(msg.err, netcfg.ErrNoPendingTry) {
 				m.pending = nil
 				m.toOverview()
@@ -275,7 +277,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case rolledBackMsg:
 		m.acting = false
 		if msg.err != nil {
-			m.say(styles.Failure, "roll back failed: %v", msg.err)
+			m.log("roll back failed", "err", msg.err)
+			m.say(styles.Failure, "%s", m.wordRollback(msg.err))
 			if errors.Is(msg.err, netcfg.ErrNoPendingTry) {
 				m.pending = nil
 				m.toOverview()
@@ -312,18 +315,20 @@ func (m *Model) finishApply(msg appliedMsg) tea.Cmd {
 		m.toOverview()
 	}
 	if msg.err != nil {
-		m.log("apply failed", "err", msg.err)
-		if errors.Is(msg.err, netcfg.ErrTryPending) {
-			// one started elsewhere since the last load, which shows it
-			// with its deadline; the log has the whole error
-			m.say(styles.Failure, "not applied: a change is on trial; keep (c) or roll back (b) first")
-		} else {
-			m.say(styles.Failure, "not applied: %v", msg.err)
+		m.log("apply failed", "err", msg.err, "try", msg.try)
+		m.say(styles.Failure, "%s", m.wordApply(msg.err, msg.try, msg.cli))
+		if msg.pending != nil {
+			// on trial all the same (it cannot be kept): the dialog,
+			// whose b rolls it back, at once
+			m.setPending(msg.pending)
 		}
 		return m.load()
 	}
-	m.log("try started", "deadline", msg.pending.Deadline)
+	m.log("try started", "deadline", msg.pending.Deadline, "try", msg.try)
 	m.msg = ""
+	if msg.longer != nil {
+		m.say(styles.Warning, "%s", wordLongerTry(msg.try, msg.longer))
+	}
 	m.setPending(msg.pending)
 	return m.load()
 }

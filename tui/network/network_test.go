@@ -697,15 +697,20 @@ func TestApplyFailureShown(t *testing.T) {
 }
 
 // A try started elsewhere since the last load (the CLI, another console)
-// makes the core refuse the apply: the screen says so, with its keys.
+// makes the core refuse the apply: the screen says so, with the keys of
+// the keep dialog that the reload brings up for it.
 func TestApplyRefusedDuringTryShown(t *testing.T) {
 	f := newFake()
 	f.applyErr = &netcfg.TryPendingError{ID: "t9", Deadline: fixedNow.Add(40 * time.Second)}
 	m := loaded(t, term.Plain, f, true)
+	f.pending = trial(testConfig()) // started elsewhere
 	press(t, m, "e", "tab", "tab", "ctrl+u")
 	typeText(t, m, "192.168.10.254")
 	press(t, m, "ctrl+s", "y")
-	mustContain(t, screen(m), "[FAIL] not applied: a change is on trial; keep (c) or roll back (b) first")
+	if m.mode != modeKeep {
+		t.Fatalf("mode %d after the refusal; want the keep dialog for the try", m.mode)
+	}
+	mustContain(t, screen(m), "[FAIL] not applied: a change is on trial; keep (k) or roll back (b) first")
 }
 
 // TestKeysAvoidReserved: outside forms and dialogs the screen binds no

@@ -169,10 +169,7 @@ func (o *overview) Lines() []string {
 	lines = append(lines, o.bridgeRows()...)
 	lines = append(lines, s.Section.Render("NETWORKS")+"  "+o.networksLine())
 	lines = append(lines, s.Section.Render("TRIAL")+"     "+o.trialLine())
-	if msg := o.message(); msg != "" {
-		lines = append(lines, msg)
-	}
-	return lines
+	return append(lines, o.messageLines(o.w, o.h-len(lines))...)
 }
 
 func (o *overview) mgmtRows() []string {

@@ -2,9 +2,11 @@ package network
 
 import (
 	"fmt"
+	"strings"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
+	"charm.land/lipgloss/v2"
 
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
@@ -140,6 +142,28 @@ func (s *shared) message() string {
 		return ""
 	}
 	return s.c.Styles.Badgef(s.msgLevel) + " " + s.msg
+}
+
+// messageLines is the message wrapped to w cells in at most room lines
+// (at least one), none when there is no message: a worded error says
+// what to do after what happened, which one line would cut off. What
+// does not fit goes on the last line, which the screen cuts with an
+// ellipsis.
+func (s *shared) messageLines(w, room int) []string {
+	msg := s.message()
+	if msg == "" {
+		return nil
+	}
+	indent := strings.Repeat(" ", lipgloss.Width(s.c.Styles.Badgef(s.msgLevel)+" "))
+	lines := wrap(msg, w, indent)
+	if room = max(room, 1); len(lines) > room {
+		rest := lines[room-1:]
+		for i := 1; i < len(rest); i++ {
+			rest[i] = strings.TrimLeft(rest[i], " ")
+		}
+		lines = append(lines[:room-1], strings.Join(rest, " "))
+	}
+	return lines
 }
 
 func (s *shared) mgmtInterface() string {
