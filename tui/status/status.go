@@ -781,8 +781,9 @@ func (m *Model) tryLine(now time.Time) string {
 	case m.pending == nil:
 		return "no change on trial"
 	case m.pending.RollbackError != "":
-		// nothing here retries it (each refresh would redo the restore)
-		return s.Badgef(styles.Failure) + " rollback failed: " + m.clean(m.pending.RollbackError) + "; retry: virt net rollback"
+		// nothing here retries it (each refresh would redo the restore);
+		// the advice before the error, which the line's width may cut
+		return s.Badgef(styles.Failure) + " rollback failed, retry: virt net rollback: " + m.clean(m.pending.RollbackError)
 	}
 	left := m.pending.Remaining(now).Round(time.Second)
 	if left == 0 {

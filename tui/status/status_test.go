@@ -470,7 +470,7 @@ func TestExpiredTryRolledBack(t *testing.T) {
 			[]string{"expired change on trial rolled back at " + at.Local().Format(time.TimeOnly), "its watchdog (pid 4242) has exited"}, []string{"no change on trial"}},
 		{"rollback failed", &netcfg.ResolvedTry{ID: "t1", Why: "its watchdog (pid 4242) has exited"}, errors.New("restore: boom"),
 			&netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-time.Second), RollbackError: "restore: boom"},
-			[]string{"rollback failed: restore: boom; retry: virt net rollback"}, []string{"rolled back at"}},
+			[]string{"rollback failed, retry: virt net rollback: restore: boom"}, []string{"rolled back at"}},
 		{"deadline passed, watchdog at work", nil, nil, &netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-time.Second)},
 			[]string{"deadline passed, rolling back"}, []string{"rollback in"}},
 	}
