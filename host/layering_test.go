@@ -13,6 +13,10 @@ const module = "github.com/virtcon/virtcon"
 // the module (but tests, commands and scripts) is the core.
 var faces = []string{module + "/cli", module + "/tui"}
 
+// testHelpers are the packages only tests import: neither core nor face,
+// they may import what a test needs (testing, a golden-file library).
+var testHelpers = []string{module + "/internal/testutil", module + "/internal/pamtest", module + "/tui/tuitest"}
+
 // uiLibraries are what only a face may import.
 var uiLibraries = []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "charm.land/", "github.com/charmbracelet/"}
 
@@ -35,20 +39,38 @@ func goTool(t *testing.T) string {
 	return g
 }
 
+func underAny(pkg string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if under(pkg, p) {
+			return true
+		}
+	}
+	return false
+}
+
 // The core imports no face and no UI library, and the faces import each
-// other nowhere: a rule lives once, in the core (issue 10).
+// other nowhere: a rule lives once, in the core (issue 10). No program
+// links a test helper: only _test.go files import them.
 func TestLayering(t *testing.T) {
 	out, err := exec.Command(goTool(t), "list", "-f", "{{.ImportPath}}", module+"/...").Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
 	for _, pkg := range strings.Fields(string(out)) {
-		if under(pkg, module+"/cmd") || under(pkg, module+"/integration") || under(pkg, module+"/scripts") {
+		if underAny(pkg, testHelpers) {
 			continue
 		}
 		deps, err := exec.Command(goTool(t), "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
 		if err != nil {
 			t.Fatalf("go list -deps %s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(deps)) {
+			if underAny(dep, testHelpers) {
+				t.Errorf("package %s depends on the test helper %s", pkg, dep)
+			}
+		}
+		if under(pkg, module+"/cmd") || under(pkg, module+"/integration") || under(pkg, module+"/scripts") {
+			continue
 		}
 		face := ""
 		for _, f := range faces {
