@@ -3,8 +3,6 @@ package app
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -12,9 +10,9 @@ import (
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/auth"
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
@@ -97,7 +95,7 @@ type rig struct {
 func newRig(t *testing.T, tier term.Tier, opts Options) *rig {
 	t.Helper()
 	r := &rig{vms: &fakeScreen{title: "Virtual machines"}, net: &fakeScreen{title: "Network"}, idle: &fakeIdle{}}
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, testutil.Logger(t))
 	c.Now = func() time.Time { return fixedNow }
 	k := c.Keys
 	pages := []Page{{Key: k.VMs, Tab: "VMs", Screen: r.vms}, {Key: k.Network, Tab: "Network", Screen: r.net}}
@@ -552,16 +550,11 @@ func TestGolden(t *testing.T) {
 		},
 	}
 	for name, step := range steps {
-		for _, tier := range []term.Tier{term.Rich, term.Plain} {
+		for _, tier := range tuitest.GoldenTiers {
 			t.Run(name+"-"+tier.String(), func(t *testing.T) {
 				r := newRig(t, tier, Options{})
 				step(r)
-				out := r.m.Render()
-				tuitest.CheckSize(t, out, 80, 24)
-				if tier == term.Plain {
-					tuitest.RequireASCII(t, out)
-				}
-				teatest.RequireEqualOutput(t, []byte(out))
+				tuitest.RequireGolden(t, tier, r.m.Render(), 80, 24)
 			})
 		}
 	}

@@ -1,16 +1,15 @@
 package dcui
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/tui/term"
 )
 
@@ -33,14 +32,6 @@ func (p panicky) View() tea.View {
 	return v
 }
 
-type syncBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
-func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
 // TestPanicRestoresTerminal: the program as Main builds it leaves the
 // alternate screen and shows the cursor again when the model panics.
 func TestPanicRestoresTerminal(t *testing.T) {
@@ -51,7 +42,7 @@ func TestPanicRestoresTerminal(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			in, inW := io.Pipe()
-			var out syncBuf
+			var out testutil.Buffer
 			p := newProgram(panicky{inCmd: inCmd}, term.Plain, tea.WithInput(in), tea.WithOutput(&out),
 				tea.WithWindowSize(80, 24), tea.WithoutSignalHandler())
 			done := make(chan error, 1)

@@ -1,15 +1,10 @@
 package dcui
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"path/filepath"
-	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +15,8 @@ import (
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
 	"github.com/virtcon/virtcon/internal/reexec"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -60,46 +57,13 @@ func openPTY(t *testing.T, w, h int) (master, slave *os.File) {
 }
 
 // ptyOutput collects what the session draws on the master side.
-type ptyOutput struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type ptyOutput struct{ testutil.Buffer }
 
-func (o *ptyOutput) copyFrom(r io.Reader) {
-	b := make([]byte, 32<<10)
-	for {
-		n, err := r.Read(b)
-		o.mu.Lock()
-		o.buf.Write(b[:n])
-		o.mu.Unlock()
-		if err != nil {
-			return
-		}
-	}
-}
-
-func (o *ptyOutput) String() string { o.mu.Lock(); defer o.mu.Unlock(); return o.buf.String() }
+func (o *ptyOutput) copyFrom(r io.Reader) { io.Copy(&o.Buffer, r) }
 
 func (o *ptyOutput) waitFor(t *testing.T, timeout time.Duration, want ...string) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		out := o.String()
-		missing := ""
-		for _, w := range want {
-			if !strings.Contains(out, w) {
-				missing = w
-				break
-			}
-		}
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q on the terminal after %s; got %q", missing, timeout, out)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testutil.WaitForText(t, timeout, 10*time.Millisecond, o.String, want...)
 }
 
 // TestRunOnPTYEndsWithItsContext runs a whole DCUI session through Run on
@@ -118,18 +82,11 @@ func TestRunOnPTYEndsWithItsContext(t *testing.T) {
 	go out.copyFrom(master)
 
 	layout := paths.New(t.TempDir())
-	hostRoot := filepath.Join("..", "..", "hostinfo", "testdata", "hosts", "pvm-build")
+	hostRoot := fakehost.Tree(t, "pvm-build")
 	// this boot's verdict, so the checks never start the probe
-	boot, err := os.ReadFile(filepath.Join(hostRoot, "proc", "sys", "kernel", "random", "boot_id"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hostinfo.SaveAccelCache(layout.AccelCacheFile(), hostinfo.AccelCache{BootID: strings.TrimSpace(string(boot)),
-		Acceleration: hostinfo.AccelTCG, Reason: "cached by the test",
-		Probe: &kvmprobe.Result{Stage: kvmprobe.StageOpen, Error: "cached by the test"}}); err != nil {
-		t.Fatal(err)
-	}
-	h := host.New(host.Options{Layout: layout, HostRoot: hostRoot, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	fakehost.CacheVerdict(t, layout.AccelCacheFile(), hostRoot, hostinfo.AccelCache{Acceleration: hostinfo.AccelTCG, Reason: "cached by the test",
+		Probe: &kvmprobe.Result{Stage: kvmprobe.StageOpen, Error: "cached by the test"}})
+	h := host.New(host.Options{Layout: layout, HostRoot: hostRoot, Logger: testutil.Logger(t)})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)

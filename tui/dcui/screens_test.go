@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"net/netip"
 	"strings"
 	"sync"
@@ -19,6 +18,8 @@ import (
 
 	"github.com/virtcon/virtcon/diag"
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/app"
 	"github.com/virtcon/virtcon/tui/common"
@@ -41,35 +42,6 @@ import (
 
 var fixedNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 
-func ptr[T any](v T) *T { return &v }
-
-func fakeInventory() *hostinfo.Inventory {
-	return &hostinfo.Inventory{
-		Hostname: "esx-lab-01",
-		OS:       hostinfo.OSInfo{PrettyName: "Debian GNU/Linux 12 (bookworm)", Kernel: "6.1.0-18-amd64"},
-		CPU: hostinfo.CPUInfo{Vendor: "GenuineIntel", Model: "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
-			Sockets: ptr(2), Cores: ptr(64), Threads: ptr(128), VirtFlags: []string{"vmx", "ept", "vpid"}},
-		Memory: hostinfo.MemoryInfo{TotalBytes: ptr(uint64(256 << 30)), AvailableBytes: ptr(uint64(201 << 30))},
-		NUMA: hostinfo.NUMAInfo{Nodes: []hostinfo.NUMANode{
-			{ID: 0, CPUs: "0-31,64-95", MemTotalBytes: ptr(uint64(128 << 30)), MemFreeBytes: ptr(uint64(100 << 30))},
-			{ID: 1, CPUs: "32-63,96-127", MemTotalBytes: ptr(uint64(128 << 30)), MemFreeBytes: ptr(uint64(101 << 30))},
-		}},
-		Hugepages: hostinfo.HugepageInfo{DefaultSizeKiB: ptr(uint64(2048)), THP: "madvise",
-			Pools: []hostinfo.HugepagePool{{SizeKiB: 2048, Total: ptr(uint64(1024)), Free: ptr(uint64(1012)), Reserved: ptr(uint64(4)), Surplus: ptr(uint64(0))}}},
-		PCI: []hostinfo.PCIDevice{
-			{Address: "0000:00:00.0", Vendor: "Intel Corporation", Product: "Ice Lake Memory Map/VT-d", Class: "060000", ClassName: "Host bridge", IOMMUGroup: ptr(0), NUMANode: ptr(0)},
-			{Address: "0000:31:00.0", Vendor: "Intel Corporation", Product: "Ethernet Controller E810-C", Class: "020000", ClassName: "Ethernet controller", Driver: "ice", IOMMUGroup: ptr(30), NUMANode: ptr(1)},
-		},
-		NICs: []hostinfo.NIC{
-			{Name: "eno1", MAC: "3c:ec:ef:12:34:56", State: "up", SpeedMbps: ptr(25000), Driver: "ice"},
-			{Name: "eno2", MAC: "3c:ec:ef:12:34:57", State: "up", SpeedMbps: ptr(25000), Driver: "ice"},
-		},
-		Block: []hostinfo.BlockDev{{Name: "nvme0n1", SizeBytes: 1000204886016, Type: "ssd", Controller: "nvme", Vendor: "Samsung", Model: "PM9A3"}},
-		KVM:   hostinfo.KVMInfo{Backend: "kvm_intel", DevicePresent: true},
-		IOMMU: hostinfo.IOMMUInfo{FirmwareTable: "DMAR", Cmdline: []string{"intel_iommu=on"}, Groups: make([]hostinfo.IOMMUGroup, 2)},
-	}
-}
-
 func fakeReport() *hostinfo.Report {
 	return &hostinfo.Report{
 		Acceleration: hostinfo.AccelKVM, AccelerationReason: "KVM usable",
@@ -83,7 +55,7 @@ func fakeReport() *hostinfo.Report {
 }
 
 func hostSource(context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
-	return fakeInventory(), fakeReport(), nil
+	return fakehost.Inventory(), fakeReport(), nil
 }
 
 // fakeVMs is the VM core: two running VMs, a stopped one and a guest that
@@ -269,7 +241,7 @@ func newRig(t *testing.T, tier term.Tier) *rig {
 func newRigWith(t *testing.T, tier term.Tier, src status.Sources) *rig {
 	t.Helper()
 	r := &rig{t: t, vms: &fakeVMs{}, power: &fakePower{}}
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, testutil.Logger(t))
 	c.Now = func() time.Time { return fixedNow }
 	st := status.New(c, src, status.Options{Product: "virtcon", Version: "0.4.0"})
 	r.pages = buildPages(c, pageDeps{
@@ -407,24 +379,20 @@ func tour() []capture {
 // TestScreens tours every screen in the frame, rich and plain: each
 // capture is a golden of exactly 80x24, ASCII only in the plain tier.
 func TestScreens(t *testing.T) {
-	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+	for _, tier := range tuitest.GoldenTiers {
 		t.Run(tier.String(), func(t *testing.T) {
 			r := newRig(t, tier)
 			for _, c := range tour() {
 				c.keys(r)
 				out := r.m.Render()
 				t.Run(c.name, func(t *testing.T) {
-					tuitest.CheckSize(t, out, 80, 24)
-					if tier == term.Plain {
-						tuitest.RequireASCII(t, out)
-					}
 					text := ansi.Strip(out)
 					for _, w := range c.wants {
 						if !strings.Contains(text, w) {
 							t.Errorf("screen lacks %q:\n%s", w, text)
 						}
 					}
-					teatest.RequireEqualOutput(t, []byte(out))
+					tuitest.RequireGolden(t, tier, out, 80, 24)
 				})
 			}
 			if len(r.vms.calls) != 0 || r.power.reboots+r.power.poweroffs != 0 {

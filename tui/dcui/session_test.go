@@ -2,8 +2,6 @@ package dcui
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/virtcon/virtcon/diag"
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/app"
 	"github.com/virtcon/virtcon/tui/common"
@@ -128,7 +127,7 @@ func TestSessionCtxCancelsCommands(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			c := common.New(ctx, term.Plain, slog.New(slog.NewTextHandler(io.Discard, nil)))
+			c := common.New(ctx, term.Plain, testutil.Logger(t))
 			c.Session = &common.Session{User: "root", TTY: "tty1", Writer: true}
 			g := &gate{}
 			tt.run(c, g)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,12 +15,13 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/diag"
 	hostsvc "github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
@@ -45,8 +45,8 @@ type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }
 
-func newModel(tier term.Tier, src Sources, writer bool) (*Model, *clock) {
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+func newModel(t *testing.T, tier term.Tier, src Sources, writer bool) (*Model, *clock) {
+	c := common.New(context.Background(), tier, testutil.Logger(t))
 	clk := &clock{fixedNow}
 	c.Now = clk.now
 	c.Session = &common.Session{User: "alice", TTY: "tty1", Writer: writer, Holder: "bob on tty2 since 09:12"}
@@ -70,7 +70,7 @@ func view(m *Model) string { return m.View().Content }
 func states(t *testing.T, tier term.Tier) map[string]string {
 	t.Helper()
 	out := map[string]string{}
-	m, clk := newModel(tier, okSources(nil), true)
+	m, clk := newModel(t, tier, okSources(nil), true)
 	out["idle"] = view(m)
 	_, cmd := m.Update(tuitest.Key("enter"))
 	clk.t = clk.t.Add(3 * time.Second)
@@ -78,7 +78,7 @@ func states(t *testing.T, tier term.Tier) map[string]string {
 	m.Update(cmd())
 	out["written"] = view(m)
 
-	f, _ := newModel(tier, Sources{Dir: dir, Write: func(context.Context) (diag.Result, error) {
+	f, _ := newModel(t, tier, Sources{Dir: dir, Write: func(context.Context) (diag.Result, error) {
 		return diag.Result{}, errors.New("diagnostics: write " + dir + "/x.tar.gz: no space left on device")
 	}}, true)
 	_, cmd = f.Update(tuitest.Key("b"))
@@ -88,11 +88,10 @@ func states(t *testing.T, tier term.Tier) map[string]string {
 }
 
 func TestGolden(t *testing.T) {
-	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+	for _, tier := range tuitest.GoldenTiers {
 		for name, out := range states(t, tier) {
 			t.Run(tier.String()+"_"+name, func(t *testing.T) {
-				tuitest.CheckSize(t, out, width, height)
-				teatest.RequireEqualOutput(t, []byte(out))
+				tuitest.RequireGolden(t, tier, out, width, height)
 			})
 		}
 	}
@@ -102,7 +101,7 @@ func TestPlainIsASCII(t *testing.T) {
 	for name, out := range states(t, term.Plain) {
 		t.Run(name, func(t *testing.T) { tuitest.RequireASCII(t, out) })
 	}
-	m, _ := newModel(term.Plain, okSources(nil), true)
+	m, _ := newModel(t, term.Plain, okSources(nil), true)
 	for _, b := range m.ShortHelp() {
 		tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
 	}
@@ -110,7 +109,7 @@ func TestPlainIsASCII(t *testing.T) {
 
 func TestWriteShowsResult(t *testing.T) {
 	var calls atomic.Int32
-	m, _ := newModel(term.Plain, okSources(&calls), true)
+	m, _ := newModel(t, term.Plain, okSources(&calls), true)
 	if got, want := m.CLI(), "cd "+dir+" && virt diagnostics"; got != want {
 		t.Errorf("CLI before a write = %q; want %q", got, want)
 	}
@@ -153,7 +152,7 @@ func TestWriteShowsResult(t *testing.T) {
 
 func TestErrorShownVerbatim(t *testing.T) {
 	msg := "diagnostics: write /var/lib/virtcon/diagnostics/virtcon-diagnostics-20260314T092653Z.tar.gz: open: read-only file system"
-	m, _ := newModel(term.Plain, Sources{Dir: dir, Write: func(context.Context) (diag.Result, error) {
+	m, _ := newModel(t, term.Plain, Sources{Dir: dir, Write: func(context.Context) (diag.Result, error) {
 		return diag.Result{}, errors.New(msg)
 	}}, true)
 	_, cmd := m.Update(tuitest.Key("enter"))
@@ -177,11 +176,11 @@ func TestErrorShownVerbatim(t *testing.T) {
 // TestReadOnlyConsoleMayWrite: the bundle only reads the host, so a
 // console without the writer lock may write it; nobody logged in may not.
 func TestReadOnlyConsoleMayWrite(t *testing.T) {
-	m, _ := newModel(term.Plain, okSources(nil), false)
+	m, _ := newModel(t, term.Plain, okSources(nil), false)
 	if _, cmd := m.Update(tuitest.Key("enter")); cmd == nil {
 		t.Error("a read-only console was refused the bundle")
 	}
-	n, _ := newModel(term.Plain, okSources(nil), false)
+	n, _ := newModel(t, term.Plain, okSources(nil), false)
 	n.c.Session.User = ""
 	if _, cmd := n.Update(tuitest.Key("enter")); cmd != nil {
 		t.Error("a console without login started a bundle")
@@ -192,7 +191,7 @@ func TestReadOnlyConsoleMayWrite(t *testing.T) {
 }
 
 func TestOtherKeysDoNothing(t *testing.T) {
-	m, _ := newModel(term.Plain, okSources(nil), true)
+	m, _ := newModel(t, term.Plain, okSources(nil), true)
 	for _, k := range []string{"a", "c", "y", "1"} {
 		if _, cmd := m.Update(tuitest.Key(k)); cmd != nil || m.Running() {
 			t.Errorf("key %q started a write", k)
@@ -208,18 +207,11 @@ func TestOtherKeysDoNothing(t *testing.T) {
 // TestLiveSources writes a real bundle of a fixture host into a temp
 // layout; the probe verdict comes from the per-boot cache, as live.
 func TestLiveSources(t *testing.T) {
-	host := filepath.Join("..", "..", "hostinfo", "testdata", "hosts", "intel-iommu")
-	boot, err := os.ReadFile(filepath.Join(host, "proc", "sys", "kernel", "random", "boot_id"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	host := fakehost.Tree(t, "intel-iommu")
 	layout := paths.New(t.TempDir())
 	cached := kvmprobe.Result{Stage: kvmprobe.StageOpen, Error: "cached fake"}
-	if err := hostinfo.SaveAccelCache(layout.AccelCacheFile(), hostinfo.AccelCache{
-		BootID: strings.TrimSpace(string(boot)), Acceleration: hostinfo.AccelTCG, Probe: &cached}); err != nil {
-		t.Fatal(err)
-	}
-	src := LiveSources(hostsvc.New(hostsvc.Options{Layout: layout, HostRoot: host, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}).Diag)
+	fakehost.CacheVerdict(t, layout.AccelCacheFile(), host, hostinfo.AccelCache{Acceleration: hostinfo.AccelTCG, Probe: &cached})
+	src := LiveSources(hostsvc.New(hostsvc.Options{Layout: layout, HostRoot: host, Logger: testutil.Logger(t)}).Diag)
 	if src.Dir != filepath.Join(layout.StateDir(), "diagnostics") {
 		t.Errorf("Dir %q; want under the state dir", src.Dir)
 	}

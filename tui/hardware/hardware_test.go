@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,8 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/tui/tuitest"
@@ -22,54 +23,6 @@ import (
 
 // The app gives screens 76x17 at an 80x24 terminal.
 const width, height = 76, 17
-
-func ptr[T any](v T) *T { return &v }
-
-func fakeInventory() *hostinfo.Inventory {
-	return &hostinfo.Inventory{
-		Hostname: "esx-lab-01",
-		OS:       hostinfo.OSInfo{PrettyName: "Debian GNU/Linux 12 (bookworm)", Kernel: "6.1.0-18-amd64"},
-		CPU: hostinfo.CPUInfo{Vendor: "GenuineIntel", Model: "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz",
-			Sockets: ptr(2), Cores: ptr(64), Threads: ptr(128), VirtFlags: []string{"vmx", "ept", "vpid"}},
-		Memory: hostinfo.MemoryInfo{TotalBytes: ptr(uint64(256 << 30)), AvailableBytes: ptr(uint64(201 << 30))},
-		NUMA: hostinfo.NUMAInfo{Nodes: []hostinfo.NUMANode{
-			{ID: 0, CPUs: "0-31,64-95", MemTotalBytes: ptr(uint64(128 << 30)), MemFreeBytes: ptr(uint64(100 << 30)),
-				Hugepages: []hostinfo.HugepagePool{{SizeKiB: 2048, Total: ptr(uint64(512)), Free: ptr(uint64(500)), Surplus: ptr(uint64(0))}}},
-			{ID: 1, CPUs: "32-63,96-127", MemTotalBytes: ptr(uint64(128 << 30)), MemFreeBytes: ptr(uint64(101 << 30)),
-				Hugepages: []hostinfo.HugepagePool{{SizeKiB: 2048, Total: ptr(uint64(512)), Free: ptr(uint64(512)), Surplus: ptr(uint64(0))}}},
-		}},
-		Hugepages: hostinfo.HugepageInfo{
-			DefaultSizeKiB: ptr(uint64(2048)), THP: "madvise",
-			Pools: []hostinfo.HugepagePool{
-				{SizeKiB: 2048, Total: ptr(uint64(1024)), Free: ptr(uint64(1012)), Reserved: ptr(uint64(4)), Surplus: ptr(uint64(0))},
-				{SizeKiB: 1048576, Total: ptr(uint64(0)), Free: ptr(uint64(0)), Reserved: ptr(uint64(0)), Surplus: ptr(uint64(0))},
-			},
-			Mounts: []hostinfo.HugetlbfsMount{{Path: "/dev/hugepages", PageSizeKiB: 2048}},
-		},
-		PCI: []hostinfo.PCIDevice{
-			{Address: "0000:00:00.0", Vendor: "Intel Corporation", Product: "Ice Lake Memory Map/VT-d", Class: "060000", ClassName: "Host bridge", IOMMUGroup: ptr(0), NUMANode: ptr(0)},
-			{Address: "0000:17:00.0", Vendor: "NVIDIA Corporation", Product: "GA102GL [A40]", Class: "030200", ClassName: "3D controller", Driver: "vfio-pci", IOMMUGroup: ptr(12), NUMANode: ptr(0)},
-			{Address: "0000:17:00.1", Vendor: "NVIDIA Corporation", Product: "GA102 High Definition Audio", Class: "040300", ClassName: "Audio device", Driver: "vfio-pci", IOMMUGroup: ptr(12), NUMANode: ptr(0)},
-			{Address: "0000:31:00.0", Vendor: "Intel Corporation", Product: "Ethernet Controller E810-C", Class: "020000", ClassName: "Ethernet controller", Driver: "ice", IOMMUGroup: ptr(30), NUMANode: ptr(1)},
-			{Address: "0000:03:00.0", VendorID: "1a03", DeviceID: "2000", Class: "030000", ClassName: "VGA compatible controller", Driver: "ast", IOMMUGroup: ptr(5), NUMANode: ptr(-1)},
-		},
-		GPUs: []hostinfo.GPU{
-			{Address: "0000:17:00.0", Vendor: "NVIDIA Corporation", Product: "GA102GL [A40]", Driver: "vfio-pci", IOMMUGroup: ptr(12), GroupPeers: []string{"0000:17:00.1"}},
-			{Address: "0000:03:00.0", Driver: "ast", IOMMUGroup: ptr(5), BootVGA: true},
-		},
-		NICs: []hostinfo.NIC{
-			{Name: "eno1", MAC: "3c:ec:ef:12:34:56", State: "up", SpeedMbps: ptr(25000), Driver: "ice"},
-			{Name: "br0", MAC: "3c:ec:ef:12:34:56", State: "up", Driver: "bridge", Virtual: true},
-		},
-		Block: []hostinfo.BlockDev{
-			{Name: "nvme0n1", SizeBytes: 1000204886016, Type: "ssd", Controller: "nvme", Vendor: "Samsung", Model: "PM9A3"},
-			{Name: "sda", SizeBytes: 32 << 30, Type: "hdd", Controller: "usb", Model: "Flash Disk", Removable: true},
-		},
-		KVM:      hostinfo.KVMInfo{Backend: "kvm_intel", DevicePresent: true},
-		IOMMU:    hostinfo.IOMMUInfo{FirmwareTable: "DMAR", Cmdline: []string{"intel_iommu=on", "iommu=pt"}, Groups: make([]hostinfo.IOMMUGroup, 4)},
-		Unknowns: []hostinfo.UnknownField{},
-	}
-}
 
 func fakeReport() *hostinfo.Report {
 	return &hostinfo.Report{
@@ -90,12 +43,12 @@ func fakeReport() *hostinfo.Report {
 
 func fakeSources() Sources {
 	return Sources{Host: func(context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
-		return fakeInventory(), fakeReport(), nil
+		return fakehost.FullInventory(), fakeReport(), nil
 	}}
 }
 
-func newModel(tier term.Tier, src Sources) *Model {
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+func newModel(t *testing.T, tier term.Tier, src Sources) *Model {
+	c := common.New(context.Background(), tier, testutil.Logger(t))
 	c.Now = func() time.Time { return time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC) }
 	m := New(c, src)
 	m.SetSize(width, height)
@@ -121,18 +74,16 @@ func view(m *Model) string { return m.View().Content }
 
 // TestGolden renders each section at 76x17 in the rich and plain tiers.
 func TestGolden(t *testing.T) {
-	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+	for _, tier := range tuitest.GoldenTiers {
 		for _, sec := range []struct {
 			name string
 			key  string
 		}{{"summary", "1"}, {"checks", "2"}, {"pci", "3"}, {"hugepages", "4"}, {"nics", "5"}} {
 			t.Run(tier.String()+"_"+sec.name, func(t *testing.T) {
-				m := newModel(tier, fakeSources())
+				m := newModel(t, tier, fakeSources())
 				send(m, common.ActivateMsg{})
 				press(m, sec.key)
-				out := view(m)
-				tuitest.CheckSize(t, out, width, height)
-				teatest.RequireEqualOutput(t, []byte(out))
+				tuitest.RequireGolden(t, tier, view(m), width, height)
 			})
 		}
 	}
@@ -141,7 +92,7 @@ func TestGolden(t *testing.T) {
 // TestProgram runs the screen in a real Bubble Tea program: the load
 // happens in a Cmd and the page appears.
 func TestProgram(t *testing.T) {
-	m := newModel(term.Plain, fakeSources())
+	m := newModel(t, term.Plain, fakeSources())
 	tm := teatest.NewTestModel(t, m, teatest.WithInitialTermSize(width, height),
 		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.Ascii)))
 	tm.Send(common.ActivateMsg{})
@@ -159,7 +110,7 @@ func TestProgram(t *testing.T) {
 }
 
 func TestPlainIsASCII(t *testing.T) {
-	m := newModel(term.Plain, fakeSources())
+	m := newModel(t, term.Plain, fakeSources())
 	send(m, common.ActivateMsg{})
 	for _, k := range []string{"1", "2", "3", "4", "5", "end"} {
 		press(m, k)
@@ -173,12 +124,12 @@ func TestPlainIsASCII(t *testing.T) {
 			tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
 		}
 	}
-	loading := newModel(term.Plain, fakeSources())
+	loading := newModel(t, term.Plain, fakeSources())
 	tuitest.RequireASCII(t, view(loading))
 }
 
 func TestSectionsAndCLI(t *testing.T) {
-	m := newModel(term.Rich, fakeSources())
+	m := newModel(t, term.Rich, fakeSources())
 	send(m, common.ActivateMsg{})
 	tests := []struct {
 		keys    []string
@@ -212,7 +163,7 @@ func TestSectionsAndCLI(t *testing.T) {
 }
 
 func TestScrollKeys(t *testing.T) {
-	m := newModel(term.Plain, fakeSources())
+	m := newModel(t, term.Plain, fakeSources())
 	send(m, common.ActivateMsg{})
 	top := view(m)
 	// reserved letters and the viewport's own defaults (d, f, b, u, h, l)
@@ -247,7 +198,7 @@ func TestScrollKeys(t *testing.T) {
 }
 
 func TestContent(t *testing.T) {
-	m := newModel(term.Plain, fakeSources())
+	m := newModel(t, term.Plain, fakeSources())
 	send(m, common.ActivateMsg{})
 	page := ansi.Strip(strings.Join(m.content(), "\n"))
 	for _, want := range []string{
@@ -281,11 +232,11 @@ func TestContent(t *testing.T) {
 }
 
 func TestUngroupedDevices(t *testing.T) {
-	inv := fakeInventory()
+	inv := fakehost.FullInventory()
 	for i := range inv.PCI {
 		inv.PCI[i].IOMMUGroup = nil
 	}
-	m := newModel(term.Plain, Sources{Host: func(context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
+	m := newModel(t, term.Plain, Sources{Host: func(context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
 		return inv, nil, nil
 	}})
 	send(m, common.ActivateMsg{})
@@ -300,12 +251,12 @@ func TestUngroupedDevices(t *testing.T) {
 func TestLoadErrorAndRefresh(t *testing.T) {
 	fail := errors.New("host inventory: context deadline exceeded")
 	calls := 0
-	m := newModel(term.Plain, Sources{Host: func(context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
+	m := newModel(t, term.Plain, Sources{Host: func(context.Context) (*hostinfo.Inventory, *hostinfo.Report, error) {
 		calls++
 		if calls == 1 || calls == 3 {
 			return nil, nil, fail
 		}
-		return fakeInventory(), fakeReport(), nil
+		return fakehost.FullInventory(), fakeReport(), nil
 	}})
 	if !strings.Contains(view(m), "loading") {
 		t.Error("before the load the screen does not say loading")
@@ -342,7 +293,7 @@ func TestLoadErrorAndRefresh(t *testing.T) {
 func TestSizes(t *testing.T) {
 	for _, sz := range [][2]int{{76, 17}, {40, 10}, {100, 30}} {
 		for _, tier := range []term.Tier{term.Rich, term.Linux, term.Plain} {
-			m := newModel(tier, fakeSources())
+			m := newModel(t, tier, fakeSources())
 			m.SetSize(sz[0], sz[1])
 			send(m, common.ActivateMsg{})
 			for _, k := range []string{"1", "2", "3", "end"} {

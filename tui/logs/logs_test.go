@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -13,8 +12,8 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/term"
@@ -116,7 +115,7 @@ func fakeDir() *fakeLogs {
 
 func newModel(t *testing.T, tier term.Tier, f *fakeLogs) *Model {
 	t.Helper()
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, testutil.Logger(t))
 	c.Session = &common.Session{User: "root", Writer: true}
 	m := New(c, f.sources())
 	m.SetSize(areaW, areaH)
@@ -195,14 +194,13 @@ func TestGolden(t *testing.T) {
 		{"serial", func(t *testing.T, m *Model) { keysTo(t, m, "shift+tab", "home") }, []string{"> web-01", "BdsDxe: loading Boot0001", "        indented"}},
 		{"big file follow", func(t *testing.T, m *Model) { keysTo(t, m, "tab", "tab", "f") }, []string{"(last 1 MiB of 3.0 MiB)", "(empty)", "[FOLLOW]"}},
 	}
-	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+	for _, tier := range tuitest.GoldenTiers {
 		for _, tt := range tests {
 			t.Run(tier.String()+"/"+tt.name, func(t *testing.T) {
 				m := activated(t, tier, fakeDir())
 				tt.steps(t, m)
 				out := m.View().Content
-				tuitest.CheckSize(t, out, areaW, areaH)
-				teatest.RequireEqualOutput(t, []byte(out))
+				tuitest.RequireGolden(t, tier, out, areaW, areaH)
 				for _, w := range tt.want {
 					if !strings.Contains(ansi.Strip(out), w) {
 						t.Errorf("screen lacks %q:\n%s", w, ansi.Strip(out))

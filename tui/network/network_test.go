@@ -3,8 +3,6 @@ package network
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"net/netip"
 	"strings"
 	"sync"
@@ -13,9 +11,9 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/teatest/v2"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
@@ -204,7 +202,7 @@ func newModel(t *testing.T, tier term.Tier, src Sources, writer bool) *Model {
 // newModelIn is newModel in the session ctx.
 func newModelIn(t *testing.T, ctx context.Context, tier term.Tier, src Sources, writer bool) *Model {
 	t.Helper()
-	c := common.New(ctx, tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(ctx, tier, testutil.Logger(t))
 	c.Now = func() time.Time { return fixedNow }
 	c.Session = &common.Session{User: "root", TTY: "tty1", Writer: writer}
 	if !writer {
@@ -764,11 +762,11 @@ func views(t *testing.T, tier term.Tier) map[string]string {
 var goldenViews = []string{"main", "form", "diff", "keep"}
 
 func TestGolden(t *testing.T) {
-	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+	for _, tier := range tuitest.GoldenTiers {
 		vs := views(t, tier)
 		for _, name := range goldenViews {
 			t.Run(tier.String()+"/"+name, func(t *testing.T) {
-				teatest.RequireEqualOutput(t, []byte(vs[name]))
+				tuitest.RequireGolden(t, tier, vs[name], 76, 17)
 			})
 		}
 	}

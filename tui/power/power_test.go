@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
-	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/tui/tuitest"
@@ -49,8 +47,8 @@ func threeRunning() []vm.Entry {
 	}
 }
 
-func newModel(tier term.Tier, f *fake, writer bool) *Model {
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+func newModel(t *testing.T, tier term.Tier, f *fake, writer bool) *Model {
+	c := common.New(context.Background(), tier, testutil.Logger(t))
 	c.Now = func() time.Time { return time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC) }
 	c.Session = &common.Session{User: "alice", TTY: "tty1", Writer: writer, Holder: "bob on tty2 since 09:12"}
 	m := New(c, f.sources())
@@ -78,7 +76,7 @@ func states(t *testing.T, tier term.Tier) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	f := &fake{vms: threeRunning()}
-	m := newModel(tier, f, true)
+	m := newModel(t, tier, f, true)
 	send(m, common.ActivateMsg{})
 	out["idle"] = view(m)
 	press(m, "b")
@@ -86,16 +84,16 @@ func states(t *testing.T, tier term.Tier) map[string]string {
 	press(m, "esc", "o")
 	out["poweroff_dialog"] = view(m)
 
-	none := newModel(tier, &fake{}, true)
+	none := newModel(t, tier, &fake{}, true)
 	send(none, common.ActivateMsg{})
 	out["no_vms"] = view(none)
 
-	ro := newModel(tier, &fake{vms: threeRunning()}, false)
+	ro := newModel(t, tier, &fake{vms: threeRunning()}, false)
 	send(ro, common.ActivateMsg{})
 	press(ro, "b")
 	out["read_only"] = view(ro)
 
-	failed := newModel(tier, &fake{actErr: errors.New("reboot: /usr/bin/systemctl reboot: exit status 1: Failed to reboot system via logind: Access denied")}, true)
+	failed := newModel(t, tier, &fake{actErr: errors.New("reboot: /usr/bin/systemctl reboot: exit status 1: Failed to reboot system via logind: Access denied")}, true)
 	send(failed, common.ActivateMsg{})
 	press(failed, "b", "y")
 	out["failed"] = view(failed)
@@ -103,11 +101,10 @@ func states(t *testing.T, tier term.Tier) map[string]string {
 }
 
 func TestGolden(t *testing.T) {
-	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+	for _, tier := range tuitest.GoldenTiers {
 		for name, out := range states(t, tier) {
 			t.Run(tier.String()+"_"+name, func(t *testing.T) {
-				tuitest.CheckSize(t, out, width, height)
-				teatest.RequireEqualOutput(t, []byte(out))
+				tuitest.RequireGolden(t, tier, out, width, height)
 			})
 		}
 	}
@@ -117,7 +114,7 @@ func TestPlainIsASCII(t *testing.T) {
 	for name, out := range states(t, term.Plain) {
 		t.Run(name, func(t *testing.T) { tuitest.RequireASCII(t, out) })
 	}
-	m := newModel(term.Plain, &fake{}, true)
+	m := newModel(t, term.Plain, &fake{}, true)
 	for _, col := range m.FullHelp() {
 		for _, b := range col {
 			tuitest.RequireASCII(t, b.Help().Key+b.Help().Desc)
@@ -155,7 +152,7 @@ func TestConfirmation(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fake{vms: threeRunning()}
-			m := newModel(term.Plain, f, true)
+			m := newModel(t, term.Plain, f, true)
 			send(m, common.ActivateMsg{})
 			press(m, tc.keys...)
 			if f.reboots != tc.reboots || f.poweroff != tc.poweroffs {
@@ -173,7 +170,7 @@ func TestDialogWarnsAboutRunningVMs(t *testing.T) {
 	for i := range 7 {
 		vms = append(vms, vm.Entry{Name: fmt.Sprintf("vm-%d", i), Phase: vm.PhaseRunning, PID: 100 + i})
 	}
-	m := newModel(term.Plain, &fake{vms: vms}, true)
+	m := newModel(t, term.Plain, &fake{vms: vms}, true)
 	send(m, common.ActivateMsg{})
 	press(m, "b")
 	if !m.Capturing() {
@@ -196,7 +193,7 @@ func TestDialogWarnsAboutRunningVMs(t *testing.T) {
 
 func TestReadOnlyRefused(t *testing.T) {
 	f := &fake{vms: threeRunning()}
-	m := newModel(term.Plain, f, false)
+	m := newModel(t, term.Plain, f, false)
 	send(m, common.ActivateMsg{})
 	for _, k := range []string{"b", "o", "enter"} {
 		press(m, k)
@@ -217,7 +214,7 @@ func TestReadOnlyRefused(t *testing.T) {
 // TestLockLostWhileDialogOpen: the session is checked again at y.
 func TestLockLostWhileDialogOpen(t *testing.T) {
 	f := &fake{}
-	m := newModel(term.Plain, f, true)
+	m := newModel(t, term.Plain, f, true)
 	press(m, "o")
 	m.c.Session.Writer = false
 	press(m, "y")
@@ -231,7 +228,7 @@ func TestLockLostWhileDialogOpen(t *testing.T) {
 
 func TestActionResult(t *testing.T) {
 	f := &fake{}
-	m := newModel(term.Plain, f, true)
+	m := newModel(t, term.Plain, f, true)
 	press(m, "b", "y")
 	if v := ansi.Strip(view(m)); !strings.Contains(v, "reboot requested: the host is going down") {
 		t.Errorf("no success text:\n%s", v)
@@ -242,7 +239,7 @@ func TestActionResult(t *testing.T) {
 	}
 
 	e := &fake{actErr: errors.New("poweroff: /usr/sbin/poweroff: exit status 1: must be superuser.")}
-	n := newModel(term.Plain, e, true)
+	n := newModel(t, term.Plain, e, true)
 	press(n, "o", "y")
 	v := strings.Join(strings.Fields(ansi.Strip(view(n))), " ")
 	if !strings.Contains(v, "[FAIL] "+e.actErr.Error()) {
@@ -256,7 +253,7 @@ func TestActionResult(t *testing.T) {
 }
 
 func TestVMListStates(t *testing.T) {
-	m := newModel(term.Plain, &fake{vmErr: errors.New("vm store: permission denied")}, true)
+	m := newModel(t, term.Plain, &fake{vmErr: errors.New("vm store: permission denied")}, true)
 	if v := ansi.Strip(view(m)); !strings.Contains(v, "checking for running VMs...") {
 		t.Errorf("before the load:\n%s", v)
 	}
@@ -286,7 +283,7 @@ func TestVMListStates(t *testing.T) {
 }
 
 func TestSelectionAndCLI(t *testing.T) {
-	m := newModel(term.Plain, &fake{}, true)
+	m := newModel(t, term.Plain, &fake{}, true)
 	if m.CLI() != "virt host reboot --yes" {
 		t.Errorf("CLI = %q; want the reboot command", m.CLI())
 	}

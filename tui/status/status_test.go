@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -21,6 +20,8 @@ import (
 	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/internal/flock"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/common"
@@ -32,17 +33,8 @@ import (
 
 var fixedNow = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 
-func ptr[T any](v T) *T { return &v }
-
 func fakeSources() Sources {
-	inv := &hostinfo.Inventory{
-		Hostname: "esx-lab-01",
-		CPU:      hostinfo.CPUInfo{Model: "Intel(R) Xeon(R) Gold 6338 CPU @ 2.00GHz", Sockets: ptr(2), Cores: ptr(64), Threads: ptr(128)},
-		Memory:   hostinfo.MemoryInfo{TotalBytes: ptr(uint64(256 << 30)), AvailableBytes: ptr(uint64(201 << 30))},
-		NUMA: hostinfo.NUMAInfo{Nodes: []hostinfo.NUMANode{
-			{ID: 0, MemTotalBytes: ptr(uint64(128 << 30))}, {ID: 1, MemTotalBytes: ptr(uint64(128 << 30))},
-		}},
-	}
+	inv := fakehost.Inventory()
 	rep := &hostinfo.Report{
 		Acceleration: hostinfo.AccelKVM, AccelerationReason: "KVM usable",
 		Checks: []hostinfo.Check{
@@ -107,8 +99,8 @@ func feedUsage(t *testing.T, m *Model, n int) {
 	}
 }
 
-func newModel(tier term.Tier, src Sources) *Model {
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+func newModel(t *testing.T, tier term.Tier, src Sources) *Model {
+	c := common.New(context.Background(), tier, testutil.Logger(t))
 	c.Now = func() time.Time { return fixedNow }
 	return New(c, src, Options{Product: "virtcon", Version: "0.4.0"})
 }
@@ -131,7 +123,7 @@ func runLoaded(t *testing.T, tier term.Tier) *Model {
 	if tier == term.Plain {
 		prof = colorprofile.Ascii
 	}
-	tm := teatest.NewTestModel(t, untilLoaded{newModel(tier, fakeSources())},
+	tm := teatest.NewTestModel(t, untilLoaded{newModel(t, tier, fakeSources())},
 		teatest.WithInitialTermSize(80, 24),
 		teatest.WithProgramOptions(tea.WithColorProfile(prof)))
 	fm := tm.FinalModel(t, teatest.WithFinalTimeout(5*time.Second))
@@ -141,17 +133,14 @@ func runLoaded(t *testing.T, tier term.Tier) *Model {
 func TestGoldenRich(t *testing.T) {
 	m := runLoaded(t, term.Rich)
 	feedUsage(t, m, len(cpuSeries))
-	out := m.Render()
-	tuitest.CheckSize(t, out, 80, 24)
-	teatest.RequireEqualOutput(t, []byte(out))
+	tuitest.RequireGolden(t, term.Rich, m.Render(), 80, 24)
 }
 
 func TestGoldenPlain(t *testing.T) {
 	m := runLoaded(t, term.Plain)
 	feedUsage(t, m, len(cpuSeries))
 	out := m.Render()
-	tuitest.CheckSize(t, out, 80, 24)
-	teatest.RequireEqualOutput(t, []byte(out))
+	tuitest.RequireGolden(t, term.Plain, out, 80, 24)
 	text := ansi.Strip(out)
 	for _, want := range []string{"esx-lab-01", "https://192.168.10.5:8443/", "[WARN] iommu.kernel", "3 running", "0:42", "F2/l log in", "Load", "CPU", "33%", "Mem", "60%"} {
 		if !strings.Contains(text, want) {
@@ -161,7 +150,7 @@ func TestGoldenPlain(t *testing.T) {
 }
 
 func TestPlainOutputIsASCII(t *testing.T) {
-	m := newModel(term.Plain, fakeSources())
+	m := newModel(t, term.Plain, fakeSources())
 	tm := teatest.NewTestModel(t, untilLoaded{m}, teatest.WithInitialTermSize(80, 24),
 		teatest.WithProgramOptions(tea.WithColorProfile(colorprofile.Ascii)))
 	raw, err := io.ReadAll(tm.FinalOutput(t, teatest.WithFinalTimeout(5*time.Second)))
@@ -179,14 +168,14 @@ func TestPlainOutputIsASCII(t *testing.T) {
 
 func TestZeroSizeRenders80x24(t *testing.T) {
 	for _, tier := range []term.Tier{term.Rich, term.Linux, term.Plain} {
-		m := newModel(tier, fakeSources())
+		m := newModel(t, tier, fakeSources())
 		m.Update(tea.WindowSizeMsg{Width: 0, Height: 0})
 		tuitest.CheckSize(t, m.Render(), 80, 24)
 	}
 }
 
 func TestFixedSizeIgnoresTerminal(t *testing.T) {
-	m := newModel(term.Plain, fakeSources())
+	m := newModel(t, term.Plain, fakeSources())
 	m.opts.FixedSize = true
 	m.SetSize(100, 30)
 	m.Update(tea.WindowSizeMsg{Width: 0, Height: 0})
@@ -210,7 +199,7 @@ func TestUpdateNeverBlocks(t *testing.T) {
 		return nil, nil, err
 	}
 
-	m := newModel(term.Rich, src)
+	m := newModel(t, term.Rich, src)
 	start := time.Now()
 	_ = m.Init() // returns commands; running them is the program's job
 	m.Update(tuitest.Key("r"))
@@ -222,7 +211,7 @@ func TestUpdateNeverBlocks(t *testing.T) {
 		t.Errorf("help key did not toggle help")
 	}
 
-	tm := teatest.NewTestModel(t, newModel(term.Rich, src), teatest.WithInitialTermSize(80, 24))
+	tm := teatest.NewTestModel(t, newModel(t, term.Rich, src), teatest.WithInitialTermSize(80, 24))
 	time.Sleep(50 * time.Millisecond) // the slow loads are in flight
 	start = time.Now()
 	tm.Send(tuitest.Key("q"))
@@ -303,7 +292,7 @@ func TestLoadLine(t *testing.T) {
 		}
 		return good()
 	}
-	m := newModel(term.Plain, src)
+	m := newModel(t, term.Plain, src)
 	if got := ansi.Strip(m.loadLine(sparkWidth(80))); !strings.Contains(got, "loading") {
 		t.Errorf("before a sample: %q; want loading", got)
 	}
@@ -338,7 +327,7 @@ func TestTickSamples(t *testing.T) {
 	n := 0
 	src := fakeSources()
 	src.Usage = func() (hostinfo.Usage, error) { n++; return hostinfo.Usage{}, nil }
-	m := newModel(term.Plain, src)
+	m := newModel(t, term.Plain, src)
 	_, cmd := m.Update(tickMsg{})
 	if !m.usageBusy || cmd == nil {
 		t.Fatal("tick did not start a usage sample")
@@ -357,7 +346,7 @@ func TestFullestScreenFits(t *testing.T) {
 		}
 		return out, nil
 	}
-	m := newModel(term.Plain, src)
+	m := newModel(t, term.Plain, src)
 	for _, cmd := range []tea.Cmd{m.loadHost(), m.loadVMs(), m.loadNet()} {
 		m.Update(cmd())
 	}
@@ -402,7 +391,7 @@ func TestContent(t *testing.T) {
 	if lines := strings.Split(m.Content(76, 30), "\n"); strings.TrimSpace(lines[4]) != "" {
 		t.Errorf("line 5 of a tall content area is %q; want the blank after MANAGEMENT", lines[4])
 	}
-	if newModel(term.Plain, fakeSources()).Hostname() != "" {
+	if newModel(t, term.Plain, fakeSources()).Hostname() != "" {
 		t.Error("Hostname before the load is not empty")
 	}
 }
@@ -429,7 +418,7 @@ func TestContentOverfull(t *testing.T) {
 			r.Checks...)
 		return inv, &r, err
 	}
-	m := newModel(term.Plain, src)
+	m := newModel(t, term.Plain, src)
 	for _, cmd := range []tea.Cmd{m.loadHost(), m.loadVMs(), m.loadNet()} {
 		m.Update(cmd())
 	}
@@ -480,7 +469,7 @@ func TestExpiredTryRolledBack(t *testing.T) {
 			calls := 0
 			src.ResolveExpiredTry = func(context.Context) (*netcfg.ResolvedTry, error) { calls++; return tt.resolved, tt.err }
 			src.PendingTry = func() (*netcfg.Pending, error) { return tt.pending, nil }
-			m := newModel(term.Plain, src)
+			m := newModel(t, term.Plain, src)
 			m.Update(m.loadNet()())
 			if calls != 1 {
 				t.Fatalf("ResolveExpiredTry called %d times by a network load; want 1", calls)
@@ -506,7 +495,7 @@ func TestExpiredTryRolledBack(t *testing.T) {
 	var pending *netcfg.Pending
 	src.ResolveExpiredTry = func(context.Context) (*netcfg.ResolvedTry, error) { r := resolved; resolved = nil; return r, nil }
 	src.PendingTry = func() (*netcfg.Pending, error) { return pending, nil }
-	m := newModel(term.Plain, src)
+	m := newModel(t, term.Plain, src)
 	m.Update(m.loadNet()())
 	m.Update(m.loadNet()())
 	if line := m.tryLine(fixedNow); !strings.Contains(line, "rolled back") {
@@ -536,7 +525,7 @@ func TestExpiredTryBusy(t *testing.T) {
 	src.PendingTry = func() (*netcfg.Pending, error) {
 		return &netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-time.Second)}, nil
 	}
-	m := newModel(term.Plain, src)
+	m := newModel(t, term.Plain, src)
 	m.Update(m.loadNet()())
 	text := ansi.Strip(m.Content(76, 40))
 	if m.netErr != nil || strings.Contains(text, "busy") || strings.Contains(text, "unavailable") {
@@ -571,10 +560,10 @@ func TestNetworkLoadNotHeldByTryLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer held.Release()
-	live := LiveSources(host.New(host.Options{Layout: layout, HostRoot: t.TempDir(), Logger: slog.New(slog.DiscardHandler)}))
+	live := LiveSources(host.New(host.Options{Layout: layout, HostRoot: t.TempDir(), Logger: testutil.Logger(t)}))
 	src := fakeSources()
 	src.ResolveExpiredTry, src.PendingTry = live.ResolveExpiredTry, live.PendingTry
-	m := newModel(term.Plain, src)
+	m := newModel(t, term.Plain, src)
 	done := make(chan tea.Msg, 1)
 	start := time.Now()
 	go func() { done <- m.loadNet()() }()
@@ -627,7 +616,7 @@ func TestVMLine(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			src := fakeSources()
 			src.VMs = func(context.Context) ([]vm.Entry, error) { return tt.vms, tt.err }
-			m := newModel(term.Plain, src)
+			m := newModel(t, term.Plain, src)
 			m.Update(m.loadVMs()())
 			line := ansi.Strip(m.vmLine())
 			if !strings.HasPrefix(line, tt.want) {

@@ -21,7 +21,7 @@ func TestFailedRollbackAdviceShows(t *testing.T) {
 	src.PendingTry = func() (*netcfg.Pending, error) {
 		return &netcfg.Pending{ID: "t1", Deadline: fixedNow.Add(-1), RollbackError: rerr}, nil
 	}
-	m := newModel(term.Plain, src)
+	m := newModel(t, term.Plain, src)
 	m.Update(m.loadNet()())
 	for _, l := range strings.Split(ansi.Strip(m.Render()), "\n") {
 		if strings.Contains(l, "NETWORK") {

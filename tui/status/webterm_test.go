@@ -2,8 +2,6 @@ package status
 
 import (
 	"encoding/json"
-	"io"
-	"log/slog"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -15,6 +13,7 @@ import (
 
 	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/internal/proc"
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/webterm"
@@ -125,7 +124,7 @@ func TestWebTerminalByRecordNotPort(t *testing.T) {
 			default:
 				writeRecord(t, layout, tt.record)
 			}
-			src := LiveSources(host.New(host.Options{Layout: layout, HostRoot: hostRoot(t), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}))
+			src := LiveSources(host.New(host.Options{Layout: layout, HostRoot: hostRoot(t), Logger: testutil.Logger(t)}))
 			w, err := src.WebTerminal()
 			if (err != nil) != tt.wantErr {
 				t.Fatalf("WebTerminal() error = %v; want error %v", err, tt.wantErr)
@@ -135,7 +134,7 @@ func TestWebTerminalByRecordNotPort(t *testing.T) {
 			}
 			fake := fakeSources()
 			fake.WebTerminal = src.WebTerminal
-			m := newModel(term.Plain, fake)
+			m := newModel(t, term.Plain, fake)
 			m.Update(m.loadNet()())
 			text := ansi.Strip(m.Content(76, 40))
 			if got := strings.Contains(text, "https://"); got != tt.urls {

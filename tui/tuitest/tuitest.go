@@ -8,7 +8,27 @@ import (
 
 	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
+
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/tui/term"
 )
+
+// GoldenTiers are the tiers every screen's goldens are taken in: colour
+// (rich) and plain ASCII (a serial line).
+var GoldenTiers = []term.Tier{term.Rich, term.Plain}
+
+// RequireGolden checks a frame rendered in tier: exactly w x h cells
+// (CheckSize), ASCII only in the plain tier (RequireASCII), and equal to
+// its golden file, testdata/<test name>.golden (testutil.Golden; -update
+// rewrites it).
+func RequireGolden(t testing.TB, tier term.Tier, out string, w, h int) {
+	t.Helper()
+	CheckSize(t, out, w, h)
+	if tier == term.Plain {
+		RequireASCII(t, out)
+	}
+	testutil.Golden(t, out)
+}
 
 // CheckSize reports an error unless out is exactly h lines, each w cells
 // wide as lipgloss measures them (escape sequences take no cells).

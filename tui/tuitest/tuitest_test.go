@@ -1,65 +1,67 @@
 package tuitest
 
 import (
-	"fmt"
-	"runtime"
+	"flag"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	tea "charm.land/bubbletea/v2"
+
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/tui/term"
 )
 
-// recorder is a testing.TB that keeps what a check reports.
-type recorder struct {
-	testing.TB
-	msgs  []string
-	fatal bool
-}
-
-func (r *recorder) Helper() {}
-func (r *recorder) Errorf(format string, args ...any) {
-	r.msgs = append(r.msgs, fmt.Sprintf(format, args...))
-}
-func (r *recorder) Fatalf(format string, args ...any) {
-	r.Errorf(format, args...)
-	r.fatal = true
-	runtime.Goexit()
-}
-
-// record runs check against a recorder, in a goroutine of its own so that
-// Fatalf can stop it.
-func record(check func(testing.TB)) *recorder {
-	r := &recorder{}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		check(r)
-	}()
-	<-done
-	return r
-}
-
 func TestCheckSize(t *testing.T) {
-	if r := record(func(tb testing.TB) { CheckSize(tb, "ab\n\x1b[1mcd\x1b[0m\n✓ ", 2, 3) }); len(r.msgs) != 0 {
-		t.Errorf("a 2x3 screen failed: %q", r.msgs)
+	if r := testutil.Record(t, func(tb testing.TB) { CheckSize(tb, "ab\n\x1b[1mcd\x1b[0m\n✓ ", 2, 3) }); len(r.Errors) != 0 {
+		t.Errorf("a 2x3 screen failed: %q", r.Errors)
 	}
-	r := record(func(tb testing.TB) { CheckSize(tb, "abc\nab", 2, 3) })
-	if r.fatal || len(r.msgs) != 2 || !strings.Contains(r.msgs[0], "got 2 lines; want 3") || !strings.Contains(r.msgs[1], "line 0 is 3 cells wide; want 2") {
-		t.Errorf("got %q (fatal %v); want the line count and line 0 reported, not fatally", r.msgs, r.fatal)
+	r := testutil.Record(t, func(tb testing.TB) { CheckSize(tb, "abc\nab", 2, 3) })
+	if r.Fatal || len(r.Errors) != 2 || !strings.Contains(r.Errors[0], "got 2 lines; want 3") || !strings.Contains(r.Errors[1], "line 0 is 3 cells wide; want 2") {
+		t.Errorf("got %q (fatal %v); want the line count and line 0 reported, not fatally", r.Errors, r.Fatal)
 	}
 }
 
 func TestRequireASCII(t *testing.T) {
-	if r := record(func(tb testing.TB) { RequireASCII(tb, "\x1b[1m+--+\x1b[0m\r\n\t~\x00") }); len(r.msgs) != 0 {
-		t.Errorf("ASCII with control bytes failed: %q", r.msgs)
+	if r := testutil.Record(t, func(tb testing.TB) { RequireASCII(tb, "\x1b[1m+--+\x1b[0m\r\n\t~\x00") }); len(r.Errors) != 0 {
+		t.Errorf("ASCII with control bytes failed: %q", r.Errors)
 	}
-	r := record(func(tb testing.TB) { RequireASCII(tb, "ok ✓ \x7f") })
-	if !r.fatal || len(r.msgs) != 1 || !strings.Contains(r.msgs[0], "byte 0xe2 at offset 3") {
-		t.Errorf("got %q (fatal %v); want one fatal report of byte 0xe2 at offset 3", r.msgs, r.fatal)
+	r := testutil.Record(t, func(tb testing.TB) { RequireASCII(tb, "ok ✓ \x7f") })
+	if !r.Fatal || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "byte 0xe2 at offset 3") {
+		t.Errorf("got %q (fatal %v); want one fatal report of byte 0xe2 at offset 3", r.Errors, r.Fatal)
 	}
-	r = record(func(tb testing.TB) { RequireASCII(tb, "ok\x7f") })
-	if !r.fatal || len(r.msgs) != 1 || !strings.Contains(r.msgs[0], "byte 0x7f at offset 2") {
-		t.Errorf("got %q (fatal %v); want DEL reported", r.msgs, r.fatal)
+	r = testutil.Record(t, func(tb testing.TB) { RequireASCII(tb, "ok\x7f") })
+	if !r.Fatal || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "byte 0x7f at offset 2") {
+		t.Errorf("got %q (fatal %v); want DEL reported", r.Errors, r.Fatal)
+	}
+}
+
+// TestRequireGolden: the size, the plain tier's ASCII and the golden file
+// are each checked, in a temp directory with its own golden file.
+func TestRequireGolden(t *testing.T) {
+	if f := flag.Lookup("update"); f == nil || f.Value.String() == "true" {
+		t.Skip("-update writes every golden file: nothing could differ")
+	}
+	t.Chdir(t.TempDir())
+	const frame = "+-+\n|\u2713|\n+-+"
+	if err := os.MkdirAll("testdata", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join("testdata", "TestRequireGolden.golden"), []byte(frame), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r := testutil.Record(t, func(tb testing.TB) { RequireGolden(tb, term.Rich, frame, 3, 3) }); r.Fatal || len(r.Errors) != 0 {
+		t.Errorf("the golden frame in the rich tier: got %+v; want it to pass", r)
+	}
+	if r := testutil.Record(t, func(tb testing.TB) { RequireGolden(tb, term.Plain, frame, 3, 3) }); !r.Fatal || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "above 0x7E") {
+		t.Errorf("a non-ASCII frame in the plain tier: got %+v; want it stopped there", r)
+	}
+	if r := testutil.Record(t, func(tb testing.TB) { RequireGolden(tb, term.Rich, frame, 4, 3) }); len(r.Errors) != 3 || r.Fatal {
+		t.Errorf("the golden frame checked at the wrong size: got %+v; want 3 size errors, not fatal", r)
+	}
+	if r := testutil.Record(t, func(tb testing.TB) { RequireGolden(tb, term.Rich, "+-+\n| |\n+-+", 3, 3) }); !r.Fatal || len(r.Errors) != 1 || !strings.Contains(r.Errors[0], "output does not match") {
+		t.Errorf("another frame of the right size: got %+v; want the golden mismatch", r)
 	}
 }
 

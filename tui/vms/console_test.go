@@ -1,34 +1,22 @@
 package vms
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-func (l *lockedBuf) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
-
 // runConsole runs a consoleExec over a pipe as Bubble Tea would.
-func runConsole(t *testing.T, ctx context.Context, idle time.Duration) (w *io.PipeWriter, out, errOut *lockedBuf, done chan error) {
+func runConsole(t *testing.T, ctx context.Context, idle time.Duration) (w *io.PipeWriter, out, errOut *testutil.Buffer, done chan error) {
 	t.Helper()
 	r, w := io.Pipe()
-	out, errOut = &lockedBuf{}, &lockedBuf{}
+	out, errOut = &testutil.Buffer{}, &testutil.Buffer{}
 	c := &consoleExec{ctx: ctx, mgr: &fakeManager{entries: fakeEntries()}, ref: uid(1), name: "web-01", idle: idle}
 	c.SetStdin(r)
 	c.SetStdout(out)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/term"
@@ -154,7 +154,7 @@ func writer() *common.Session { return &common.Session{User: "root", TTY: "tty1"
 
 func newModel(t *testing.T, tier term.Tier, f *fakeManager, sess *common.Session) *Model {
 	t.Helper()
-	c := common.New(context.Background(), tier, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	c := common.New(context.Background(), tier, testutil.Logger(t))
 	c.Session = sess
 	m := New(c, f, Options{IdleTimeout: 5 * time.Minute})
 	m.SetSize(areaW, areaH)
@@ -228,14 +228,13 @@ func TestGolden(t *testing.T) {
 			[]string{"> ", "[FAIL] 7/7  spec unreadable: spec cut short: no trailer line", "       /var/lib/virtcon/vms/" + uid(7) + "/vm.yaml"}},
 		{"scrolled50", many, []string{"pgdown", "pgdown", "j", "j"}, []string{"> guest-31", "31/50"}},
 	}
-	for _, tier := range []term.Tier{term.Rich, term.Plain} {
+	for _, tier := range tuitest.GoldenTiers {
 		for _, tt := range tests {
 			t.Run(tier.String()+"/"+tt.name, func(t *testing.T) {
 				m := loaded(t, tier, tt.f(), writer())
 				keysTo(t, m, tt.keys...)
 				out := m.View().Content
-				tuitest.CheckSize(t, out, areaW, areaH)
-				teatest.RequireEqualOutput(t, []byte(out))
+				tuitest.RequireGolden(t, tier, out, areaW, areaH)
 				for _, w := range tt.want {
 					if !strings.Contains(ansi.Strip(out), w) {
 						t.Errorf("screen lacks %q:\n%s", w, ansi.Strip(out))
