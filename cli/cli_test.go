@@ -12,17 +12,17 @@ import (
 	"strings"
 	"testing"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/internal/reexec"
-	"go.yaml.in/yaml/v3"
+	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 )
 
 func TestMain(m *testing.M) {
 	reexec.Init()
 	os.Exit(m.Run())
 }
-
-func fixture(name string) string { return filepath.Join("..", "hostinfo", "testdata", "hosts", name) }
 
 // run executes virt with args and returns stdout, stderr and the exit code.
 func run(t *testing.T, args ...string) (string, string, int) {
@@ -49,8 +49,8 @@ func TestExitCodes(t *testing.T) {
 		{"extra argument", []string{"version", "extra"}, ExitUsage},
 		{"completion without shell", []string{"completion"}, ExitUsage},
 		{"completion unknown shell", []string{"completion", "tcsh"}, ExitUsage},
-		{"healthy fixture", []string{"host", "check", "--host-root", fixture("intel-iommu"), "-o", "json"}, ExitOK},
-		{"container fixture fails checks", []string{"host", "check", "--host-root", fixture("container"), "-o", "json"}, ExitCheckFailed},
+		{"healthy fixture", []string{"host", "check", "--host-root", fakehost.Tree(t, "intel-iommu"), "-o", "json"}, ExitOK},
+		{"container fixture fails checks", []string{"host", "check", "--host-root", fakehost.Tree(t, "container"), "-o", "json"}, ExitCheckFailed},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,7 +83,7 @@ func TestExitCodeMapping(t *testing.T) {
 }
 
 func TestHostCheckJSON(t *testing.T) {
-	out, errOut, code := run(t, "host", "check", "--host-root", fixture("pvm-build"), "-o", "json")
+	out, errOut, code := run(t, "host", "check", "--host-root", fakehost.Tree(t, "pvm-build"), "-o", "json")
 	if code != ExitOK && code != ExitCheckFailed {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
@@ -129,7 +129,7 @@ func TestHostCheckJSON(t *testing.T) {
 }
 
 func TestHostInfoFormats(t *testing.T) {
-	root := fixture("intel-iommu")
+	root := fakehost.Tree(t, "intel-iommu")
 	out, errOut, code := run(t, "host", "info", "--host-root", root, "-o", "json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -159,7 +159,7 @@ func TestHostInfoFormats(t *testing.T) {
 }
 
 func TestHostRootFromEnv(t *testing.T) {
-	t.Setenv("VIRTCON_HOST_ROOT", fixture("intel-iommu"))
+	t.Setenv("VIRTCON_HOST_ROOT", fakehost.Tree(t, "intel-iommu"))
 	out, _, code := run(t, "host", "info", "-o", "json")
 	if code != 0 || !strings.Contains(out, "0000:65:00.0") {
 		t.Errorf("VIRTCON_HOST_ROOT was not honoured (exit %d)", code)
@@ -169,14 +169,14 @@ func TestHostRootFromEnv(t *testing.T) {
 func TestNoColor(t *testing.T) {
 	var out bytes.Buffer
 	io := &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: io.Discard, OutTTY: true, Color: true}
-	Run(context.Background(), []string{"host", "check", "--host-root", fixture("container"), "--no-color"}, io)
+	Run(context.Background(), []string{"host", "check", "--host-root", fakehost.Tree(t, "container"), "--no-color"}, io)
 	if strings.Contains(out.String(), "\x1b[") {
 		t.Error("--no-color output contains escape sequences")
 	}
 	out.Reset()
 	io.Color = true
 	t.Setenv("NO_COLOR", "1")
-	Run(context.Background(), []string{"host", "check", "--host-root", fixture("container")}, io)
+	Run(context.Background(), []string{"host", "check", "--host-root", fakehost.Tree(t, "container")}, io)
 	if strings.Contains(out.String(), "\x1b[") {
 		t.Error("NO_COLOR output contains escape sequences")
 	}
@@ -194,7 +194,7 @@ func TestCompletion(t *testing.T) {
 func TestDiagnostics(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "diag.tar.gz")
-	out, errOut, code := run(t, "diagnostics", "--host-root", fixture("intel-iommu"), "-o", file)
+	out, errOut, code := run(t, "diagnostics", "--host-root", fakehost.Tree(t, "intel-iommu"), "-o", file)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 	"github.com/virtcon/virtcon/power"
 )
 
@@ -27,7 +28,7 @@ func TestHostPowerRefusedWithoutYes(t *testing.T) {
 	calls := fakePower(t)
 	for _, verb := range []string{"reboot", "poweroff"} {
 		t.Run(verb, func(t *testing.T) {
-			out, errOut, code := run(t, "host", verb, "--root", t.TempDir(), "--host-root", fixture("intel-iommu"))
+			out, errOut, code := run(t, "host", verb, "--root", t.TempDir(), "--host-root", fakehost.Tree(t, "intel-iommu"))
 			if code != ExitUsage {
 				t.Errorf("exit %d; want %d", code, ExitUsage)
 			}
@@ -50,7 +51,7 @@ func TestHostPowerRefusedWithoutYes(t *testing.T) {
 func TestHostPowerWithYes(t *testing.T) {
 	calls := fakePower(t)
 	for _, verb := range []string{"reboot", "poweroff"} {
-		if _, errOut, code := run(t, "host", verb, "--yes", "--root", t.TempDir(), "--host-root", fixture("intel-iommu")); code != 0 {
+		if _, errOut, code := run(t, "host", verb, "--yes", "--root", t.TempDir(), "--host-root", fakehost.Tree(t, "intel-iommu")); code != 0 {
 			t.Errorf("host %s --yes: exit %d (%s); want 0", verb, code, errOut)
 		}
 	}

@@ -6,11 +6,12 @@ import (
 	"context"
 	"errors"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 func TestWriteRedactsAndRecordsErrors(t *testing.T) {
@@ -23,7 +24,7 @@ func TestWriteRedactsAndRecordsErrors(t *testing.T) {
 			return nil, errors.New("reading token=s3cr3t failed")
 		}},
 	}
-	names, err := Write(context.Background(), slog.New(slog.NewTextHandler(io.Discard, nil)), path, parts)
+	names, err := Write(context.Background(), testutil.Logger(t), path, parts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package diag
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,14 +11,10 @@ import (
 
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/hostinfo/kvmprobe"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 	"github.com/virtcon/virtcon/paths"
 )
-
-func discard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
-func fixtureRoot() string {
-	return filepath.Join("..", "hostinfo", "testdata", "hosts", "intel-iommu")
-}
 
 // TestHostPartsUseTheGivenProbe: checks.json runs the probe it is given
 // (the DCUI passes the per-boot cache), and the bundle holds the parts
@@ -31,7 +25,7 @@ func TestHostPartsUseTheGivenProbe(t *testing.T) {
 		calls.Add(1)
 		return kvmprobe.Result{Stage: kvmprobe.StageOpen, Error: "fake probe"}
 	}
-	parts := HostParts(hostinfo.CheckOptions{Options: hostinfo.Options{Root: fixtureRoot(), Logger: discard()}, Probe: probe})
+	parts := HostParts(hostinfo.CheckOptions{Options: hostinfo.Options{Root: fakehost.Tree(t, "intel-iommu"), Logger: testutil.Logger(t)}, Probe: probe})
 	var names []string
 	for _, p := range parts {
 		names = append(names, p.Name)
@@ -39,7 +33,7 @@ func TestHostPartsUseTheGivenProbe(t *testing.T) {
 	if got := strings.Join(names, ","); got != "versions.json,inventory.json,checks.json" {
 		t.Fatalf("parts %s; want versions.json,inventory.json,checks.json", got)
 	}
-	res, err := WriteInDir(context.Background(), discard(), t.TempDir(), time.Now(), parts)
+	res, err := WriteInDir(context.Background(), testutil.Logger(t), t.TempDir(), time.Now(), parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +63,7 @@ func TestWriteInDirModes(t *testing.T) {
 	}
 	now := time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 	parts := []Part{{Name: "a.json", Collect: func(context.Context) (any, error) { return map[string]int{"a": 1}, nil }}}
-	res, err := WriteInDir(context.Background(), discard(), dir, now, parts)
+	res, err := WriteInDir(context.Background(), testutil.Logger(t), dir, now, parts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +91,7 @@ func TestWriteInDirError(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err := WriteInDir(context.Background(), discard(), filepath.Join(file, "diagnostics"), time.Now(), nil)
+	_, err := WriteInDir(context.Background(), testutil.Logger(t), filepath.Join(file, "diagnostics"), time.Now(), nil)
 	if err == nil || !strings.Contains(err.Error(), "not-a-dir") {
 		t.Errorf("error %v; want one naming the path", err)
 	}

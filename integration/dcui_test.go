@@ -19,6 +19,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/virtcon/virtcon/internal/pamtest"
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -32,9 +33,7 @@ type tmuxTerm struct {
 
 func requireTmux(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Skip("needs tmux (apt-get install tmux): the DCUI tests drive a real terminal")
-	}
+	testutil.RequireCommand(t, "tmux", "apt-get install tmux; the DCUI tests drive a real terminal")
 }
 
 func randHex(t *testing.T, n int) string {
@@ -78,24 +77,7 @@ func (tt *tmuxTerm) capture() string {
 // waitFor polls the screen until every want is on it.
 func (tt *tmuxTerm) waitFor(timeout time.Duration, want ...string) string {
 	tt.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		s := tt.capture()
-		missing := ""
-		for _, w := range want {
-			if !strings.Contains(s, w) {
-				missing = w
-				break
-			}
-		}
-		if missing == "" {
-			return s
-		}
-		if time.Now().After(deadline) {
-			tt.t.Fatalf("screen lacks %q after %s:\n%s", missing, timeout, s)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return testutil.WaitForText(tt.t, timeout, 100*time.Millisecond, tt.capture, want...)
 }
 
 // keys sends tmux key names (Enter, Tab, F4, Escape) or, with literal,
@@ -148,7 +130,7 @@ type dcuiRig struct {
 
 func newDCUIRig(t *testing.T) *dcuiRig {
 	t.Helper()
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	requireTmux(t)
 	pamtest.RequireRootPAM(t)
 	r := &dcuiRig{root: vmRoot(t), password: "Pw-" + randHex(t, 6)}
@@ -356,7 +338,7 @@ func TestIntegrationDCUIStartVM(t *testing.T) {
 // TestIntegrationDCUIZeroSizePTY: a tty that reports 0x0 (serial lines
 // do) gets a whole 80x24 screen.
 func TestIntegrationDCUIZeroSizePTY(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	p := startOnPTY(t, []string{"TERM=vt100"}, dcuiBin, "--root", vmRoot(t))
 	border := "+" + strings.Repeat("-", 78) + "+"
 	deadline := time.Now().Add(10 * time.Second)
@@ -395,7 +377,7 @@ func TestIntegrationDCUIZeroSizePTY(t *testing.T) {
 // q and Ctrl-C do not quit (there is no shell behind it); SIGTERM and
 // SIGHUP end it with the terminal restored.
 func TestIntegrationDCUIConsoleModeAndSignals(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGHUP} {
 		t.Run(sig.String(), func(t *testing.T) {
 			p := startOnPTY(t, []string{"TERM=linux"}, dcuiBin, "--root", vmRoot(t), "--console")

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 func cpuHasFlag(t *testing.T, flag string) bool {
@@ -47,7 +48,7 @@ func parseReport(t *testing.T, r result) hostinfo.Report {
 // the verdict must be tcg; on a bare-metal host with kvm_intel/kvm_amd the
 // probe must PASS and the verdict be kvm.
 func TestIntegrationHostCheckTellsTheTruth(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	root := t.TempDir()
 	r := virt(t, nil, "host", "check", "-o", "json", "--root", root)
 	rep := parseReport(t, r)
@@ -117,7 +118,7 @@ func TestIntegrationHostCheckTellsTheTruth(t *testing.T) {
 // A probe that does not finish is killed at its deadline and reported as
 // FAIL with the time; the command never hangs.
 func TestIntegrationProbeDeadline(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	if !fileExists("/dev/kvm") {
 		t.Skip("no /dev/kvm on this machine")
 	}
@@ -136,7 +137,7 @@ func TestIntegrationProbeDeadline(t *testing.T) {
 // Without root, checks that need privileges say UNKNOWN "needs root"
 // instead of failing the whole command.
 func TestIntegrationNonRoot(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	root := t.TempDir()
 	os.Chmod(root, 0o777)
 	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
@@ -169,7 +170,7 @@ func TestIntegrationNonRoot(t *testing.T) {
 }
 
 func TestIntegrationHostInfoLive(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	r := virt(t, nil, "host", "info", "-o", "json")
 	if r.code != 0 {
 		t.Fatalf("exit %d: %s", r.code, r.stderr)
@@ -215,7 +216,7 @@ func TestIntegrationHostInfoLive(t *testing.T) {
 }
 
 func TestIntegrationDiagnostics(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	file := filepath.Join(t.TempDir(), "d.tar.gz")
 	r := virt(t, nil, "diagnostics", "-o", file, "--root", t.TempDir())
 	if r.code != 0 {

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -37,10 +38,8 @@ func serve(t *testing.T, h http.Handler) string {
 }
 
 func TestIntegrationImagePull(t *testing.T) {
-	requireRoot(t)
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img not installed (apt-get install qemu-utils)")
-	}
+	testutil.RequireRoot(t, needsRoot)
+	testutil.RequireCommand(t, "qemu-img", "apt-get install qemu-utils")
 	img := make([]byte, 4<<20) // a raw disk of zeros
 	copy(img[510:], []byte{0x55, 0xaa})
 	sum := sha256.Sum256(img)
@@ -149,10 +148,8 @@ func TestIntegrationImagePull(t *testing.T) {
 
 func requireQemuImg(t *testing.T) {
 	t.Helper()
-	requireRoot(t)
-	if _, err := exec.LookPath("qemu-img"); err != nil {
-		t.Skip("qemu-img not installed (apt-get install qemu-utils)")
-	}
+	testutil.RequireRoot(t, needsRoot)
+	testutil.RequireCommand(t, "qemu-img", "apt-get install qemu-utils")
 }
 
 // virtWithin runs virt under its own deadline: an import that reads a
@@ -177,15 +174,6 @@ func virtWithin(t *testing.T, d time.Duration, args ...string) result {
 		t.Errorf("virt %s: still running after %v (killed)", strings.Join(args, " "), d)
 	}
 	return r
-}
-
-func duBytes(t *testing.T, path string) int64 {
-	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.Sys().(*syscall.Stat_t).Blocks * 512
 }
 
 // Importing a device or a FIFO is refused before a byte is read; a sparse
@@ -227,7 +215,7 @@ func TestIntegrationImageImportSparse(t *testing.T) {
 		maxDisk   int64
 	}{
 		{"raw", raw, 64 << 10},
-		{"qcow", qcow, duBytes(t, qcow) + 64<<10},
+		{"qcow", qcow, testutil.AllocatedBytes(t, qcow) + 64<<10},
 	} {
 		// the old copy wrote all 2 GiB (14 s for the raw file, 17 s for the
 		// qcow2 here); hashing 2 GiB, as zeros for the holes, takes 1.8-2.5 s
@@ -240,7 +228,7 @@ func TestIntegrationImageImportSparse(t *testing.T) {
 			t.Errorf("import of a 2 GiB sparse %s took %v; want under 8 s", tc.name, r.elapsed)
 		}
 		stored := filepath.Join(images, tc.name+".img")
-		if got := duBytes(t, stored); got > tc.maxDisk {
+		if got := testutil.AllocatedBytes(t, stored); got > tc.maxDisk {
 			t.Errorf("stored %s takes %d bytes on disk; want at most %d (its data)", tc.name, got, tc.maxDisk)
 		}
 		if out, err := exec.Command("qemu-img", "compare", "-q", tc.src, stored).CombinedOutput(); err != nil {

@@ -59,12 +59,8 @@ func goTool() string {
 	return "/usr/local/go/bin/go"
 }
 
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the integration tests read root-only sysfs files, open /dev/kvm and switch users")
-	}
-}
+// needsRoot is why the integration tests need root, said when they skip.
+const needsRoot = "the integration tests read root-only sysfs files, open /dev/kvm and switch users"
 
 type result struct {
 	stdout, stderr string

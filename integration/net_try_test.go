@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 func linkExists(ns, name string) bool {
@@ -20,7 +22,7 @@ func linkExists(ns, name string) bool {
 // watchdog process it left rolls the change back at the deadline unless
 // `virt net confirm` ran; `virt net rollback` undoes at once.
 func TestIntegrationNetTryCLI(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	ns := netns(t)
 	root := vmRoot(t)
 	cfg := filepath.Join(root, "net.yaml")
@@ -89,7 +91,7 @@ func TestIntegrationNetTryCLI(t *testing.T) {
 
 // Bad input is refused with the field named, and nothing is applied.
 func TestIntegrationNetBadInput(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	ns := netns(t)
 	root := vmRoot(t)
 	cfg := filepath.Join(root, "net.yaml")
@@ -110,7 +112,7 @@ func TestIntegrationNetBadInput(t *testing.T) {
 
 // The imperative helpers edit network.yaml and apply it.
 func TestIntegrationNetImperative(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, needsRoot)
 	ns := netns(t)
 	root := vmRoot(t)
 	vns(t, ns, root, "net", "bridge", "create", "bra", "--address", "10.55.0.1/24")

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -21,9 +22,7 @@ import (
 // process and link in it) at the end.
 func netns(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("ip (iproute2) not installed: the tests make their namespaces with it")
-	}
+	testutil.RequireCommand(t, "ip", "apt-get install iproute2; the tests make their namespaces with it")
 	name := fmt.Sprintf("vcit%d", time.Now().UnixNano()%1e9)
 	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v: %s", err, out)
@@ -126,7 +125,7 @@ func consoleRun(t *testing.T, ns, root, name, command, want string, timeout time
 	t.Helper()
 	cmd := exec.Command("ip", "netns", "exec", ns, virtBin, "--root", root, "vm", "console", name)
 	in, _ := cmd.StdinPipe()
-	var out syncBuffer
+	var out testutil.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ package integration
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -24,10 +24,8 @@ type guest struct {
 
 func requireGuest(t *testing.T) guest {
 	t.Helper()
-	requireRoot(t)
-	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
-		t.Skip("qemu-system-x86_64 not installed (apt-get install qemu-system-x86)")
-	}
+	testutil.RequireRoot(t, needsRoot)
+	testutil.RequireCommand(t, "qemu-system-x86_64", "apt-get install qemu-system-x86")
 	dir, _ := filepath.Abs(filepath.Join("..", "build", "guest"))
 	if d := os.Getenv("GUEST_OUT"); d != "" { // a guest built elsewhere (GUEST_OUT=dir scripts/mkguest.sh)
 		dir, _ = filepath.Abs(d)

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -147,7 +148,7 @@ func TestIntegrationVMConsoleBusy(t *testing.T) {
 	defer cancel()
 	first := exec.CommandContext(ctx, virtBin, "--root", root, "vm", "console", "c1")
 	in, _ := first.StdinPipe()
-	var firstErr syncBuffer
+	var firstErr testutil.Buffer
 	first.Stderr = &firstErr
 	if err := first.Start(); err != nil {
 		t.Fatal(err)
@@ -212,9 +213,7 @@ func TestIntegrationVMCreateStartFails(t *testing.T) {
 // `make virt` stamps the commit, so `virt version -o json` carries it even
 // where Go's own VCS stamp is off (GOFLAGS=-buildvcs=false).
 func TestIntegrationVersionCommit(t *testing.T) {
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Skip("make not installed")
-	}
+	testutil.RequireCommand(t, "make", "apt-get install make")
 	repo, _ := filepath.Abs("..")
 	head, err := exec.Command("git", "-C", repo, "rev-parse", "HEAD").Output()
 	if err != nil {

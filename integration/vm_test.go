@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -260,7 +261,7 @@ func consoleRoundTrip(t *testing.T, root, name, command string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, virtBin, "--root", root, "vm", "console", name)
 	in, _ := cmd.StdinPipe()
-	var out syncBuffer
+	var out testutil.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -277,23 +278,6 @@ func consoleRoundTrip(t *testing.T, root, name, command string) string {
 		t.Errorf("console exited with %v after Ctrl-]", err)
 	}
 	return out.String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Ten concurrent CLI operations on one VM neither deadlock nor corrupt it.

@@ -7,7 +7,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"runtime"
@@ -20,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -28,19 +28,12 @@ import (
 // leaves it (which then disappears) at cleanup. Traffic stays between
 // namespaces the test made.
 
-func applyITRequireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, bridges and veth pairs")
-	}
-}
-
 // applyITEnter moves the calling goroutine, locked to its thread, into a
 // new network namespace; leave goes back and drops it. A thread that
 // cannot go back stays locked, so the runtime ends it with the goroutine.
 func applyITEnter(t testing.TB) (leave func()) {
 	t.Helper()
-	applyITRequireRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces, bridges and veth pairs")
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {
@@ -203,17 +196,6 @@ func icmpChecksum(b []byte) uint16 {
 	return ^uint16(s)
 }
 
-type applyITLogWriter struct{ t testing.TB }
-
-func (w applyITLogWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimRight(string(p), "\n"))
-	return len(p), nil
-}
-
-func applyITLog(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(applyITLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 func applyITState(t testing.TB) *State {
 	t.Helper()
 	st, err := ReadState(context.Background())
@@ -245,7 +227,7 @@ func applyITComparable(st *State) string {
 
 func applyITApply(t testing.TB, layout paths.Layout, cfg *Config, opts ApplyOptions) *Result {
 	t.Helper()
-	res, err := Apply(context.Background(), applyITLog(t), layout, cfg, opts)
+	res, err := Apply(context.Background(), testutil.Logger(t), layout, cfg, opts)
 	if err != nil {
 		t.Fatalf("Apply: %v", err)
 	}
@@ -472,7 +454,7 @@ func TestApplyIntegrationUplinkKeepsConnectivity(t *testing.T) {
 		&Management{Interface: "br0", Addresses: []string{"192.0.2.10/24"}, Gateway: "192.0.2.1"})
 
 	before := applyITComparable(applyITState(t))
-	_, err := Apply(context.Background(), applyITLog(t), layout, cfg, ApplyOptions{})
+	_, err := Apply(context.Background(), testutil.Logger(t), layout, cfg, ApplyOptions{})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "bridges[0].ports[0]") || !strings.Contains(err.Error(), `"up0"`) {
 		t.Fatalf("Apply without AllowDefaultRouteChange = %v; want the default-route refusal naming bridges[0].ports[0] \"up0\"", err)
 	}
@@ -506,7 +488,7 @@ func TestApplyIntegrationUplinkKeepsConnectivity(t *testing.T) {
 	// Deleting the bridge would take the default route with it: refused
 	// without AllowDefaultRouteChange.
 	before = applyITComparable(applyITState(t))
-	_, err = Apply(context.Background(), applyITLog(t), layout, applyITConfig(nil, nil, nil), ApplyOptions{})
+	_, err = Apply(context.Background(), testutil.Logger(t), layout, applyITConfig(nil, nil, nil), ApplyOptions{})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "default route") {
 		t.Errorf("Apply(empty) = %v; want the default-route refusal", err)
 	}
@@ -583,7 +565,7 @@ func TestApplyIntegrationFailureReverts(t *testing.T) {
 	bad := applyITConfig([]Bridge{{Name: "br2", Ports: []string{"p2"}, MTU: 1000, Addresses: []string{"10.40.0.1/24", "fd00:40::1/64"}}}, nil, nil)
 	bad.Bridges = append(bad.Bridges, prev.Bridges...)
 	bad.Bridges[2].Addresses = bad.Bridges[2].Addresses[1:] // drops 10.50.0.1/24 too
-	_, err = Apply(context.Background(), applyITLog(t), layout, bad, ApplyOptions{})
+	_, err = Apply(context.Background(), testutil.Logger(t), layout, bad, ApplyOptions{})
 	var se *StepError
 	if !errors.As(err, &se) || !strings.Contains(se.Step, "fd00:40::1/64") || se.RevertErr != nil {
 		t.Fatalf("Apply(IPv6 on MTU 1000) = %v; want a reverted failure at the IPv6 address step", err)
@@ -644,7 +626,7 @@ func TestApplyIntegrationDryRunShowsRefusedPlan(t *testing.T) {
 	enslave := applyITConfig([]Bridge{{Name: "br0", Ports: []string{"up0"}}}, nil,
 		&Management{Interface: "br0", Addresses: []string{"192.0.2.10/24"}, Gateway: "192.0.2.1"})
 	before := applyITComparable(applyITState(t))
-	res, err := Apply(context.Background(), applyITLog(t), layout, enslave, ApplyOptions{DryRun: true})
+	res, err := Apply(context.Background(), testutil.Logger(t), layout, enslave, ApplyOptions{DryRun: true})
 	var ve *ValidationError
 	if !errors.Is(err, ErrInvalid) || !errors.As(err, &ve) || !slices.ContainsFunc(ve.Errs, func(fe *FieldError) bool {
 		return fe.Field == "bridges[0].ports[0]" && errors.Is(fe, ErrPortCarriesDefaultRoute) && errors.Is(fe, ErrNeedsTry)
@@ -672,7 +654,7 @@ func TestApplyIntegrationDryRunShowsRefusedPlan(t *testing.T) {
 	applied, err := os.ReadFile(AppliedFile(layout))
 	applyITMust(t, err)
 	before = applyITComparable(applyITState(t))
-	res, err = Apply(context.Background(), applyITLog(t), layout, applyITConfig(nil, nil, nil), ApplyOptions{DryRun: true})
+	res, err = Apply(context.Background(), testutil.Logger(t), layout, applyITConfig(nil, nil, nil), ApplyOptions{DryRun: true})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "default route") {
 		t.Errorf("dry run of deleting br0: %v; want the default-route refusal", err)
 	}
@@ -695,7 +677,7 @@ func TestApplyIntegrationRefusedDuringTry(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	tryTestKillWatchdogs(t, PendingPath(layout))
 	ctx := context.Background()
-	log := applyITLog(t)
+	log := testutil.Logger(t)
 	_, p, err := ApplyDesired(ctx, log, layout, applyITConfig([]Bridge{{Name: "brtry0"}}, nil, nil), DesiredOptions{Try: 30 * time.Second})
 	applyITMust(t, err)
 	_, _, err = ApplyDesired(ctx, log, layout, applyITConfig([]Bridge{{Name: "brtry0"}, {Name: "brplain0"}}, nil, nil), DesiredOptions{})

@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -76,7 +77,7 @@ func median(ds []time.Duration) time.Duration {
 // the figures. It fails only at three times a target, so a loaded CI
 // machine does not make it flaky.
 func TestApplyBenchIntegration(t *testing.T) {
-	applyITRequireRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces, bridges and veth pairs")
 	const runs = 10
 	var fresh, noop []time.Duration
 	var withVLANs bool
@@ -124,7 +125,7 @@ func TestApplyBenchIntegration(t *testing.T) {
 // BenchmarkApply is a fresh apply of the bench config into a new namespace
 // (making the namespace and parents is not timed).
 func BenchmarkApply(b *testing.B) {
-	applyITRequireRoot(b)
+	testutil.RequireRoot(b, "creates network namespaces, bridges and veth pairs")
 	for range b.N {
 		b.StopTimer()
 		leave := applyITEnter(b)
@@ -142,7 +143,7 @@ func BenchmarkApply(b *testing.B) {
 
 // BenchmarkApplyNoop re-applies the bench config that is already applied.
 func BenchmarkApplyNoop(b *testing.B) {
-	applyITRequireRoot(b)
+	testutil.RequireRoot(b, "creates network namespaces, bridges and veth pairs")
 	leave := applyITEnter(b)
 	defer leave()
 	cfg, _ := benchSetup(b)

@@ -22,6 +22,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -83,7 +84,7 @@ func dhcpITTopo(t *testing.T, link, peer, net string) (*testNS, paths.Layout) {
 			"--dhcp-option=option:router,"+net+".1", "--dhcp-authoritative",
 			"--dhcp-leasefile="+filepath.Join(dir, "leases"), "--pid-file="+filepath.Join(dir, "pid"),
 			"--log-facility=-", "--log-dhcp")
-		srv.Stdout, srv.Stderr = natTestWriter{t}, natTestWriter{t}
+		srv.Stdout, srv.Stderr = t.Output(), t.Output()
 		return srv.Start()
 	})
 	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
@@ -99,7 +100,7 @@ func TestDHCPClientIntegration(t *testing.T) {
 	const link, peer = "vcdhcp0", "vcdhcp0s"
 	host, layout := dhcpITTopo(t, link, peer, "10.66.0")
 
-	log := natTestLog(t)
+	log := testutil.Logger(t)
 	apply := func(cfg *Config) *Result {
 		t.Helper()
 		var res *Result
@@ -215,7 +216,7 @@ func TestDHCPTryRollbackIntegration(t *testing.T) {
 	const link, peer = "vcdhcp1", "vcdhcp1s"
 	host, layout := dhcpITTopo(t, link, peer, "10.67.0")
 	tryTestKillWatchdogs(t, PendingPath(layout))
-	log := natTestLog(t)
+	log := testutil.Logger(t)
 	ctx := context.Background()
 	dhcp := &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{Interface: link, DHCP: true}}
 	static := &Config{APIVersion: APIVersion, Kind: Kind, Management: &Management{Interface: link, Addresses: []string{"10.67.0.10/24"}, Gateway: "10.67.0.1"}}
@@ -348,7 +349,7 @@ func TestDHCPToStaticSameSubnetIntegration(t *testing.T) {
 			host, layout := dhcpITTopo(t, link, tc.peer, tc.net)
 			tryTestKillWatchdogs(t, PendingPath(layout))
 			dhcpITPromoteSecondaries(t, host, link, false)
-			log := natTestLog(t)
+			log := testutil.Logger(t)
 			ctx := context.Background()
 			gw := tc.net + ".1"
 			stop := "stop DHCP client on " + link

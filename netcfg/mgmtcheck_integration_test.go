@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 // mgmtTestNet is a host namespace whose management NIC mgmt0
@@ -27,9 +28,7 @@ type mgmtTestNet struct {
 
 func mgmtTestSetup(t *testing.T) *mgmtTestNet {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces and veth pairs")
-	}
+	testutil.RequireRoot(t, "creates network namespaces and veth pairs")
 	bin, err := dnsmasqBinary()
 	if err != nil {
 		t.Skipf("needs dnsmasq: %v", err)

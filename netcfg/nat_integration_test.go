@@ -21,7 +21,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -31,15 +30,14 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
 
 // natRequire skips the test, saying why, unless it can run.
 func natRequire(t *testing.T, bins ...string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, bridges and nftables rules")
-	}
+	testutil.RequireRoot(t, "creates network namespaces, bridges and nftables rules")
 	for _, b := range bins {
 		if _, err := os.Stat(b); err != nil {
 			t.Skipf("needs %s: %v", b, err)
@@ -64,17 +62,6 @@ func (ns *testNS) nft(t *testing.T) *nftables.Conn {
 		t.Fatal(err)
 	}
 	return c
-}
-
-type natTestWriter struct{ t *testing.T }
-
-func (w natTestWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
-}
-
-func natTestLog(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(natTestWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // natTestProcs lists the processes whose command line mentions root (only
@@ -114,7 +101,7 @@ func natSetup(t *testing.T) (context.Context, *slog.Logger, *testNS, paths.Layou
 	ns := newTestNS(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	return ctx, natTestLog(t), ns, layout
+	return ctx, testutil.Logger(t), ns, layout
 }
 
 func natCleanup(t *testing.T, ns *testNS, layout paths.Layout, n Network) {
@@ -649,7 +636,7 @@ func TestNATServesDNS(t *testing.T) {
 		"--listen-address=127.0.0.53", "--port=53", "--no-resolv", "--no-hosts", "--user=root",
 		"--pid-file="+filepath.Join(layout.Root, "upstream.pid"), "--log-facility=-", "--log-queries=extra",
 		"--address=/test.example/192.0.2.7")
-	var upLog lockedBuffer // written by exec's copier while the test reads it
+	var upLog testutil.Buffer // written by exec's copier while the test reads it
 	upstream.Stdout, upstream.Stderr = &upLog, &upLog
 	srv.must(t, upstream.Start)
 	t.Cleanup(func() {
@@ -763,22 +750,4 @@ exit 0
 		}
 		return nil
 	})
-}
-
-// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

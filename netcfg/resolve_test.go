@@ -15,6 +15,7 @@ import (
 
 	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/internal/proc"
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -171,7 +172,7 @@ func TestResolveExpiredTry(t *testing.T) {
 			layout := paths.New(t.TempDir())
 			live, start := resolveTestFakeWatchdog(t, "0123456789abcdef")
 			resolveTestRecord(t, layout, tt.rec(live, start), before)
-			r, err := ResolveExpiredTry(context.Background(), tryTestLog(t), layout)
+			r, err := ResolveExpiredTry(context.Background(), testutil.Logger(t), layout)
 			if err != nil {
 				t.Fatalf("ResolveExpiredTry: %v", err)
 			}
@@ -283,22 +284,7 @@ func TestResolveExpiredTryFailedRollbackNotRetried(t *testing.T) {
 }
 
 // resolveTestLogs collects log lines from any goroutine.
-type resolveTestLogs struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *resolveTestLogs) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(b)
-}
-
-func (l *resolveTestLogs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+type resolveTestLogs struct{ testutil.Buffer }
 
 func (l *resolveTestLogs) count(s string) int { return strings.Count(l.String(), s) }
 
@@ -392,7 +378,7 @@ func TestResolveExpiredTryKilledWatchdog(t *testing.T) {
 	if err := os.WriteFile(AppliedFile(layout), []byte("# before\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+	p, err := Try(context.Background(), testutil.Logger(t), layout, tryTestLinks,
 		func(context.Context) error { return os.WriteFile(AppliedFile(layout), []byte("# the trial\n"), 0o600) },
 		nil, TryMargin)
 	if err != nil {
@@ -409,7 +395,7 @@ func TestResolveExpiredTryKilledWatchdog(t *testing.T) {
 	if _, err := PendingTry(layout); err != nil {
 		t.Fatalf("after the deadline, with the watchdog killed: %v; want the try still pending", err)
 	}
-	r, err := ResolveExpiredTry(context.Background(), tryTestLog(t), layout)
+	r, err := ResolveExpiredTry(context.Background(), testutil.Logger(t), layout)
 	if err != nil || r == nil || r.ID != p.ID || !strings.Contains(r.Why, "has exited") || len(r.Links) != 1 || r.Links[0] != tryTestLinks[0] {
 		t.Fatalf("ResolveExpiredTry = %+v, %v; want try %s rolled back, its watchdog named as exited", r, err, p.ID)
 	}
@@ -428,7 +414,7 @@ func TestApplyRefusedDuringTry(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	tryTestKillWatchdogs(t, PendingPath(layout))
 	ctx := context.Background()
-	log := tryTestLog(t)
+	log := testutil.Logger(t)
 	// Changes only files under the layout's root (not /): no link, no
 	// kernel host name.
 	trial := &Config{APIVersion: APIVersion, Kind: Kind, Hostname: "trial"}
@@ -501,7 +487,7 @@ func TestApplyDesiredTryValidatesFirst(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	tryTestKillWatchdogs(t, PendingPath(layout))
 	cfg := &Config{APIVersion: APIVersion, Kind: Kind, Bridges: []Bridge{{Name: "vctestbr0", Ports: []string{"vcnosuchport0"}}}}
-	_, p, err := ApplyDesired(context.Background(), tryTestLog(t), layout, cfg, DesiredOptions{Try: 30 * time.Second})
+	_, p, err := ApplyDesired(context.Background(), testutil.Logger(t), layout, cfg, DesiredOptions{Try: 30 * time.Second})
 	if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "bridges[0].ports[0]") || strings.Contains(err.Error(), "restored") || p != nil {
 		t.Fatalf("ApplyDesired --try of a bad file: %v, %v; want ErrInvalid naming bridges[0].ports[0], nothing restored", p, err)
 	}

@@ -14,6 +14,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 // snapTestNormal makes two snapshots comparable: no time, addresses and
@@ -115,7 +117,7 @@ func snapAttrs(name string) netlink.LinkAttrs {
 // included), bridge settings, create and delete bridges, then Restore:
 // the links look as before, and a second Restore changes nothing.
 func TestSnapshotRestoreIntegration(t *testing.T) {
-	tryRequireRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces, veths and bridges")
 	t.Parallel()
 	tp := tryNewTopo(t)
 	ctx := context.Background()
@@ -240,7 +242,7 @@ func snapTestRestoreTwice(t *testing.T, tp *tryTopo, before *Snapshot, links []s
 // VLANs: one deleted, one made with another ID under the same name, one
 // created; Restore recreates, replaces and deletes them.
 func TestSnapshotRestoreIntegrationVLAN(t *testing.T) {
-	tryRequireRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces, veths and bridges")
 	t.Parallel()
 	tp := tryNewTopo(t)
 	vlan := func(name string, id int) func() error {

@@ -27,6 +27,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -42,13 +43,6 @@ const (
 )
 
 func init() { testChildMains[tryCallerEnv] = tryCallerMain }
-
-func tryRequireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces, veths and bridges")
-	}
-}
 
 // tryTopo is a host namespace whose uplink up0 (192.0.2.1/24, default
 // route via the peer) is a veth to peer0 (192.0.2.2/24) in a peer
@@ -192,12 +186,12 @@ func tryEnslaveCutOff(ctx context.Context) error {
 }
 
 func tryTestSetup(t *testing.T) (*tryTopo, paths.Layout, *slog.Logger) {
-	tryRequireRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces, veths and bridges")
 	t.Parallel()
 	tp := tryNewTopo(t)
 	layout := paths.New(t.TempDir())
 	tryTestKillWatchdogs(t, PendingPath(layout))
-	return tp, layout, tryTestLog(t)
+	return tp, layout, testutil.Logger(t)
 }
 
 func tryWaitDefaultRouteVia(t *testing.T, tp *tryTopo, link string, timeout time.Duration) bool {
@@ -449,7 +443,7 @@ func TestTryIntegrationVerifyFailureRestores(t *testing.T) {
 }
 
 func TestVerifyIntegration(t *testing.T) {
-	tryRequireRoot(t)
+	testutil.RequireRoot(t, "creates network namespaces, veths and bridges")
 	t.Parallel()
 	tp := tryNewTopo(t)
 	tp.peer.must(t, snapAddr("peer0", "2001:db8::2/64", unix.IFA_F_NODAD))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -43,7 +44,7 @@ func restoreTestFakeDHCP(t *testing.T, layout paths.Layout) {
 // (static to DHCP) is stopped; by `virt net rollback` and after a failed
 // verify alike.
 func TestTryRollbackRestoresDHCPClients(t *testing.T) {
-	log := tryTestLog(t)
+	log := testutil.Logger(t)
 	tests := []struct {
 		name       string
 		before     []string // clients running before the try
@@ -177,7 +178,7 @@ func restoreTestCheckSystem(t *testing.T, layout paths.Layout) {
 func TestTryRollbackRestoresSystem(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	log := tryTestLog(t)
+	log := testutil.Logger(t)
 	t.Run("rollback", func(t *testing.T) {
 		t.Parallel()
 		layout := restoreTestSystem(t)
@@ -230,7 +231,7 @@ func TestTryWatchdogRestoresSystemAndDropsPendingFile(t *testing.T) {
 	layout := restoreTestSystem(t)
 	tryTestKillWatchdogs(t, PendingPath(layout))
 	start := time.Now()
-	if _, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks, restoreTestApplySystem(layout), nil, TryMargin); err != nil {
+	if _, err := Try(context.Background(), testutil.Logger(t), layout, tryTestLinks, restoreTestApplySystem(layout), nil, TryMargin); err != nil {
 		t.Fatal(err)
 	}
 	writeTestFile(t, DesiredPendingFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\nhostname: during\n")
@@ -377,7 +378,7 @@ func TestTryDropsLeftoverPendingFile(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	tryTestKillWatchdogs(t, PendingPath(layout))
 	writeTestFile(t, DesiredPendingFile(layout), "stale")
-	if _, err := Try(ctx, tryTestLog(t), layout, tryTestLinks, func(context.Context) error { return nil }, nil, 30*time.Second); err != nil {
+	if _, err := Try(ctx, testutil.Logger(t), layout, tryTestLinks, func(context.Context) error { return nil }, nil, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(DesiredPendingFile(layout)); !errors.Is(err, os.ErrNotExist) {

@@ -3,7 +3,6 @@ package netcfg
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,19 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
-
-func tryTestLog(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(tryTestWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-type tryTestWriter struct{ t *testing.T }
-
-func (w tryTestWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
-	return len(b), nil
-}
 
 // tryTestLinks names links that do not exist: a try over them snapshots
 // and restores nothing, so these tests need no privilege and change
@@ -132,7 +121,7 @@ func TestTryApplyFailureStandsDown(t *testing.T) {
 	tryTestKillWatchdogs(t, PendingPath(layout))
 	boom := errors.New("boom")
 	verified := false
-	_, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+	_, err := Try(context.Background(), testutil.Logger(t), layout, tryTestLinks,
 		func(context.Context) error { return boom },
 		func(context.Context) error { verified = true; return nil },
 		10*time.Second)
@@ -152,7 +141,7 @@ func TestTryVerifyFailureStandsDown(t *testing.T) {
 	t.Parallel()
 	layout := paths.New(t.TempDir())
 	tryTestKillWatchdogs(t, PendingPath(layout))
-	_, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+	_, err := Try(context.Background(), testutil.Logger(t), layout, tryTestLinks,
 		func(context.Context) error { return nil },
 		func(context.Context) error { return ErrVerify },
 		10*time.Second)
@@ -169,7 +158,7 @@ func TestTryConfirmStandsDown(t *testing.T) {
 	t.Parallel()
 	layout := paths.New(t.TempDir())
 	tryTestKillWatchdogs(t, PendingPath(layout))
-	p, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+	p, err := Try(context.Background(), testutil.Logger(t), layout, tryTestLinks,
 		func(context.Context) error { return nil }, nil, 30*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -195,7 +184,7 @@ func TestTryConfirmStandsDown(t *testing.T) {
 		t.Fatal("watchdog died of SIGHUP or SIGINT")
 	}
 	// A second try is refused while this one is pending.
-	_, err = Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+	_, err = Try(context.Background(), testutil.Logger(t), layout, tryTestLinks,
 		func(context.Context) error { t.Error("second try applied"); return nil }, nil, 30*time.Second)
 	if !errors.Is(err, ErrTryPending) {
 		t.Errorf("second Try: %v; want ErrTryPending", err)
@@ -215,7 +204,7 @@ func TestTryWatchdogRollsBackAtDeadline(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	tryTestKillWatchdogs(t, PendingPath(layout))
 	start := time.Now()
-	p, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+	p, err := Try(context.Background(), testutil.Logger(t), layout, tryTestLinks,
 		func(context.Context) error { return nil }, nil, TryMargin)
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +238,7 @@ func TestTryWatchdogMustStart(t *testing.T) {
 	defer func() { wdExecutable = old }()
 	wdExecutable = func() (string, error) { return "/bin/true", nil }
 	layout := paths.New(t.TempDir())
-	_, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+	_, err := Try(context.Background(), testutil.Logger(t), layout, tryTestLinks,
 		func(context.Context) error { t.Error("applied without a watchdog"); return nil }, nil, 10*time.Second)
 	if err == nil || !strings.Contains(err.Error(), "reexec.Init") {
 		t.Errorf("Try: %v; want an error naming reexec.Init", err)
@@ -261,7 +250,7 @@ func TestTryWatchdogMustStart(t *testing.T) {
 
 func TestTryRefusesShortDeadline(t *testing.T) {
 	layout := paths.New(t.TempDir())
-	_, err := Try(context.Background(), tryTestLog(t), layout, tryTestLinks,
+	_, err := Try(context.Background(), testutil.Logger(t), layout, tryTestLinks,
 		func(context.Context) error { t.Error("applied"); return nil }, nil, time.Second)
 	var dl *DeadlineTooShortError
 	if !errors.Is(err, ErrDeadlineTooShort) || !errors.As(err, &dl) || dl.Got != time.Second || dl.Min != 5*time.Second {

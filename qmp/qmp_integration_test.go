@@ -14,6 +14,8 @@ import (
 
 	gqmp "github.com/digitalocean/go-qemu/qmp"
 	"github.com/digitalocean/go-qemu/qmp/raw"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 // startQEMU runs a paused, diskless TCG VM with two QMP sockets (commands
@@ -21,10 +23,7 @@ import (
 // and a channel closed when the process exits.
 func startQEMU(t *testing.T) (cmdSock, eventSock string, exited <-chan struct{}) {
 	t.Helper()
-	bin, err := exec.LookPath("qemu-system-x86_64")
-	if err != nil {
-		t.Skipf("qemu-system-x86_64 not on PATH (apt-get install qemu-system-x86): %v", err)
-	}
+	bin := testutil.RequireCommand(t, "qemu-system-x86_64", "apt-get install qemu-system-x86")
 	dir := t.TempDir()
 	cmdSock = filepath.Join(dir, "qmp.sock")
 	eventSock = filepath.Join(dir, "events.sock")

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -92,16 +93,6 @@ func TestImportRefusesNonRegular(t *testing.T) {
 	}
 }
 
-// allocatedBytes is the space a file takes on disk.
-func allocatedBytes(t *testing.T, path string) int64 {
-	t.Helper()
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return st.Sys().(*syscall.Stat_t).Blocks * 512
-}
-
 func fileSHA(t *testing.T, path string) string {
 	t.Helper()
 	f, err := os.Open(path)
@@ -158,8 +149,8 @@ func TestImportSparse(t *testing.T) {
 		name, file, format string
 		maxAllocated       int64
 	}{
-		{"raw", raw, "raw", 64 << 10},                                  // four blocks of data, some slack
-		{"qcow2", qcow, "qcow2", allocatedBytes(t, qcow) + (64 << 10)}, // its metadata
+		{"raw", raw, "raw", 64 << 10},                                           // four blocks of data, some slack
+		{"qcow2", qcow, "qcow2", testutil.AllocatedBytes(t, qcow) + (64 << 10)}, // its metadata
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			img, err := m.ImportImage(ctx, tt.file, tt.name)
@@ -174,11 +165,11 @@ func TestImportSparse(t *testing.T) {
 			if got := fileSHA(t, img.Path); got != want {
 				t.Errorf("stored file: sha256 %s; want %s (a byte-identical copy)", got, want)
 			}
-			if got := allocatedBytes(t, img.Path); got > tt.maxAllocated {
+			if got := testutil.AllocatedBytes(t, img.Path); got > tt.maxAllocated {
 				t.Errorf("stored file takes %d bytes on disk; want at most %d (holes kept)", got, tt.maxAllocated)
 			}
-			if img.AllocatedBytes != allocatedBytes(t, img.Path) || img.VirtualSizeBytes == nil {
-				t.Errorf("image: allocated %d, virtual size %v; want %d and a virtual size", img.AllocatedBytes, img.VirtualSizeBytes, allocatedBytes(t, img.Path))
+			if img.AllocatedBytes != testutil.AllocatedBytes(t, img.Path) || img.VirtualSizeBytes == nil {
+				t.Errorf("image: allocated %d, virtual size %v; want %d and a virtual size", img.AllocatedBytes, img.VirtualSizeBytes, testutil.AllocatedBytes(t, img.Path))
 			}
 		})
 	}
@@ -222,7 +213,7 @@ func TestImageWriter(t *testing.T) {
 		if h := w.h.Sum(nil); !bytes.Equal(h, sum[:]) {
 			t.Errorf("piece %d: sha256 %x; want %x", piece, h, sum)
 		}
-		if a := allocatedBytes(t, path); a > 5*4096 {
+		if a := testutil.AllocatedBytes(t, path); a > 5*4096 {
 			t.Errorf("piece %d: %d bytes allocated; want at most 4 blocks (zeros are holes)", piece, a)
 		}
 	}
@@ -232,10 +223,7 @@ func TestImageWriter(t *testing.T) {
 // the copy touches only the data; the sha256 still covers all 2 GiB (as
 // zeros), which is nearly all of the time.
 func BenchmarkImportSparse(b *testing.B) {
-	qemuImg, err := exec.LookPath("qemu-img")
-	if err != nil {
-		b.Skip("qemu-img not on PATH (apt-get install qemu-utils)")
-	}
+	qemuImg := testutil.RequireCommand(b, "qemu-img", "apt-get install qemu-utils")
 	dir := b.TempDir()
 	raw := filepath.Join(dir, "sparse.raw")
 	f, err := os.Create(raw)

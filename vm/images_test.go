@@ -14,6 +14,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 func TestImageValidation(t *testing.T) {
@@ -82,11 +84,7 @@ func TestImageValidation(t *testing.T) {
 // every image with it.
 func requireQemuImg(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("qemu-img")
-	if err != nil {
-		t.Skip("qemu-img not on PATH (apt-get install qemu-utils): image store tests need it")
-	}
-	return p
+	return testutil.RequireCommand(t, "qemu-img", "apt-get install qemu-utils; the image store tests need it")
 }
 
 func TestPullImage(t *testing.T) {

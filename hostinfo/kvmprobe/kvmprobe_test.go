@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/virtcon/virtcon/internal/reexec"
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 // Test helper modes of this test binary, selected by environment.
@@ -146,10 +147,7 @@ func TestRunMissingDevice(t *testing.T) {
 }
 
 func TestRunChildWithoutResult(t *testing.T) {
-	exe, err := exec.LookPath("true")
-	if err != nil {
-		t.Skip("no true(1):", err)
-	}
+	exe := testutil.RequireCommand(t, "true", "apt-get install coreutils")
 	r := Run(context.Background(), Options{Exe: exe, Timeout: 10 * time.Second})
 	if r.TimedOut || !strings.Contains(r.Error, "no result") {
 		t.Fatalf("Run = %+v; want a 'no result' error", r)

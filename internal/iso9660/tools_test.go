@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 // These tests cross-check images against the real readers when they are
@@ -24,15 +26,6 @@ func toolImage(t *testing.T) (string, []File) {
 		t.Fatal(err)
 	}
 	return path, files
-}
-
-func needTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Skipf("%s not on PATH: %v", name, err)
-	}
-	return p
 }
 
 func run(t *testing.T, name string, args ...string) []byte {
@@ -78,7 +71,7 @@ func wantNames(t *testing.T, tool string, got map[string]bool, files []File) {
 }
 
 func TestIsoinfo(t *testing.T) {
-	needTool(t, "isoinfo")
+	testutil.RequireCommand(t, "isoinfo", "apt-get install genisoimage")
 	img, files := toolImage(t)
 
 	d := string(run(t, "isoinfo", "-d", "-i", img))
@@ -106,7 +99,7 @@ func TestIsoinfo(t *testing.T) {
 }
 
 func TestBsdtar(t *testing.T) {
-	needTool(t, "bsdtar")
+	testutil.RequireCommand(t, "bsdtar", "apt-get install libarchive-tools")
 	img, files := toolImage(t)
 	got := map[string]bool{}
 	for line := range strings.Lines(string(run(t, "bsdtar", "-tf", img))) {
@@ -123,7 +116,7 @@ func TestBsdtar(t *testing.T) {
 }
 
 func TestXorriso(t *testing.T) {
-	needTool(t, "xorriso")
+	testutil.RequireCommand(t, "xorriso", "apt-get install xorriso")
 	img, files := toolImage(t)
 	got := map[string]bool{}
 	for line := range strings.Lines(string(run(t, "xorriso", "-abort_on", "WARNING", "-indev", img, "-ls", "/"))) {
@@ -145,7 +138,7 @@ func TestXorriso(t *testing.T) {
 }
 
 func Test7z(t *testing.T) {
-	needTool(t, "7z")
+	testutil.RequireCommand(t, "7z", "apt-get install p7zip-full")
 	img, files := toolImage(t)
 	got := map[string]bool{}
 	for line := range strings.Lines(string(run(t, "7z", "l", "-slt", img))) {
@@ -162,7 +155,7 @@ func Test7z(t *testing.T) {
 }
 
 func TestBlkid(t *testing.T) {
-	needTool(t, "blkid")
+	testutil.RequireCommand(t, "blkid", "apt-get install util-linux")
 	img, _ := toolImage(t)
 	out := string(run(t, "blkid", "-p", img))
 	for _, want := range []string{`LABEL="cidata"`, `TYPE="iso9660"`} {

@@ -1,11 +1,3 @@
-// Package pamtest gives tests real Unix users, groups and a PAM service to
-// log in through: the auth integration tests and the DCUI's tmux tests use
-// it. Everything it creates is removed in t.Cleanup. It is imported only by
-// tests; its functions need root and skip the test, with a reason, when a
-// part is missing.
-//
-// Commands run with argument vectors, never through a shell, and passwords
-// reach chpasswd on its standard input, never on a command line.
 package pamtest
 
 import (
@@ -19,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 // ServiceSource is the PAM service file, relative to the repository root.
@@ -31,9 +25,7 @@ const pamDir = "/etc/pam.d"
 // (/etc/pam.d/common-auth) and the shadow tools to make users.
 func RequireRootPAM(t testing.TB) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates Unix users and groups and installs a PAM service")
-	}
+	testutil.RequireRoot(t, "creates Unix users and groups and installs a PAM service")
 	if _, err := os.Stat(filepath.Join(pamDir, "common-auth")); err != nil {
 		t.Skipf("no PAM stack: %v (a Debian-style /etc/pam.d/common-auth is needed)", err)
 	}
@@ -49,11 +41,7 @@ func RequireRootPAM(t testing.TB) {
 // is removed when t ends.
 func InstallService(t testing.TB) string {
 	t.Helper()
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	src := filepath.Join(root, ServiceSource)
+	src := filepath.Join(testutil.RepoRoot(t), ServiceSource)
 	data, err := os.ReadFile(src)
 	if err != nil {
 		t.Fatalf("pam service: %v", err)
@@ -126,24 +114,6 @@ func CreateUser(t testing.TB, password string, groups ...string) string {
 func ExpireAccount(t testing.TB, user string) {
 	t.Helper()
 	run(t, nil, "usermod", "--expiredate", "1", user)
-}
-
-// RepoRoot walks up from the working directory to the directory holding go.mod.
-func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("repository root: %w", err)
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("repository root: no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func run(t testing.TB, stdin []byte, name string, args ...string) {

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
 // TestHelpersIntegration checks that the helpers make what they say and
@@ -23,8 +25,7 @@ func TestHelpersIntegration(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		root, _ := RepoRoot()
-		want, _ := os.ReadFile(filepath.Join(root, ServiceSource))
+		want, _ := os.ReadFile(filepath.Join(testutil.RepoRoot(t), ServiceSource))
 		if !bytes.Equal(got, want) {
 			t.Errorf("installed service %s differs from %s", service, ServiceSource)
 		}

@@ -6,17 +6,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/virtcon/virtcon/internal/testutil"
 )
 
-func TestRepoRoot(t *testing.T) {
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
-		t.Errorf("RepoRoot() = %s without go.mod: %v", root, err)
-	}
-	if _, err := os.Stat(filepath.Join(root, ServiceSource)); err != nil {
+func TestServiceSourceExists(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(testutil.RepoRoot(t), ServiceSource)); err != nil {
 		t.Errorf("the PAM service file InstallService copies is missing: %v", err)
 	}
 }
@@ -24,11 +19,7 @@ func TestRepoRoot(t *testing.T) {
 // The shipped service authenticates and checks the account through the
 // host's common stacks, and nothing else that could lock admins out.
 func TestServiceFile(t *testing.T) {
-	root, err := RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(filepath.Join(root, ServiceSource))
+	f, err := os.Open(filepath.Join(testutil.RepoRoot(t), ServiceSource))
 	if err != nil {
 		t.Fatal(err)
 	}
