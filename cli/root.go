@@ -1,6 +1,3 @@
-// Package cli is the `virt` command line: cobra commands, flags, output
-// rendering and exit codes. It is an adapter over the core packages and
-// holds no host logic of its own.
 package cli
 
 import (

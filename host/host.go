@@ -1,8 +1,3 @@
-// Package host is the composition root: it builds, from one layout and
-// one host root, the services every face of virtcon calls (the CLI, the
-// DCUI, the web terminal, the agent). A rule lives in the service that
-// owns it; this package only wires them and holds no wording of a face.
-// It imports neither cobra nor Bubble Tea.
 package host
 
 import (

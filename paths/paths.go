@@ -1,6 +1,3 @@
-// Package paths derives every file-system location virtcon owns from one
-// configurable root, so that tests and relocated installs never touch the
-// real /etc, /var or /run.
 package paths
 
 import (

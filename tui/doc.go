@@ -22,5 +22,10 @@
 //   - hardware: the hostinfo inventory and health checks;
 //   - logs: virtcon's logs and the VM serial logs, searchable;
 //   - diagnostics: writing the support bundle;
-//   - power: rebooting or powering off the host.
+//   - power: rebooting or powering off the host;
+//   - tuitest: checks the screens' tests share (sizes, ASCII, goldens,
+//     keys by name), over internal/testutil; tests import it, never the
+//     program.
+//
+// No tui package imports cli, and cli imports none of them.
 package tui

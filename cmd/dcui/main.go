@@ -1,7 +1,3 @@
-// Command dcui is the virtcon console UI: the status screen, PAM login and
-// the screens that manage the host. See docs/dcui.md.
-//
-// Exit codes: 0 quit, 1 error, 2 bad flags.
 package main
 
 import (

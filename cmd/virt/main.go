@@ -1,4 +1,3 @@
-// Command virt is the virtcon command line.
 package main
 
 import (

@@ -16,7 +16,8 @@
 // whole process group when the deadline passes. Programs using Run must
 // call reexec.Init first thing in main (and tests in TestMain).
 //
-// The package owns only this probe and its verdict. It never changes the
-// host and it leaves no VM behind: everything it creates lives and dies with
-// the child process.
+// The package owns only this probe and its verdict; caching the verdict
+// per boot is hostinfo's. It never changes the host and it leaves no VM
+// behind: everything it creates lives and dies with the child process. It
+// imports neither cobra nor Bubble Tea.
 package kvmprobe

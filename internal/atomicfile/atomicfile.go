@@ -1,6 +1,3 @@
-// Package atomicfile writes files so that a reader sees either the old
-// content or the new, never a torn write: temp file in the same directory,
-// fsync, rename, fsync of the directory.
 package atomicfile
 
 import (

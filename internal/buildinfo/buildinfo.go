@@ -1,4 +1,3 @@
-// Package buildinfo carries the version stamped in at link time.
 package buildinfo
 
 import "runtime/debug"

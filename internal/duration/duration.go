@@ -1,6 +1,3 @@
-// Package duration reads the durations operators type: Go's own form
-// (90s, 2m, 1h30m) and bare seconds (30, 1.5), as Incus and Proxmox take
-// them. Every virtcon program's duration flags use it.
 package duration
 
 import (

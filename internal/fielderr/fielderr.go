@@ -1,10 +1,3 @@
-// Package fielderr is virtcon's one admission error: each problem names
-// the offending field and value (a FieldError), and one error carries
-// every problem found (a ValidationError), so a single run shows them all.
-// vm and netcfg use these types (as vm.FieldError, netcfg.ValidationError,
-// …), each with its own kind of bad input (NewKind); every one of them is
-// errors.Is ErrInvalid, which a face maps once: the CLI to exit 2, the
-// agent to InvalidArgument.
 package fielderr
 
 import (

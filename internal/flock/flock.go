@@ -1,6 +1,3 @@
-// Package flock serialises virtcon processes on one host with flock(2)
-// locks on files under the runtime directory. A lock dies with its
-// process, so a killed `virt` never leaves a VM locked.
 package flock
 
 import (

@@ -1,5 +1,3 @@
-// Package redact removes secrets (passwords, tokens, keys, cloud-init user
-// data) from structured data and text before it is logged or bundled.
 package redact
 
 import (

@@ -1,6 +1,3 @@
-// Package revert undoes half-done multi-step host changes: each step that
-// succeeds pushes its undo; on failure the undos run in reverse order, and
-// on success Success() discards them.
 package revert
 
 import "errors"

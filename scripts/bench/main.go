@@ -1,6 +1,3 @@
-// Command bench times virtcon's commands as whole processes against the
-// baselines named in the issues, measured in the same run, and prints
-// medians and ratios. Run it with `make bench`.
 package main
 
 import (

@@ -1,6 +1,3 @@
-// Package common is what every DCUI component shares: the size, styles,
-// key map, logger, clock and login session, the small interfaces a
-// component and a screen have, and the messages the app sends screens.
 package common
 
 import (

@@ -4,8 +4,8 @@
 // info` and `virt host check` print them.
 //
 // It only reads. The inventory and report come from an injected Sources
-// through a tea.Cmd; the live source answers the KVM probe from the
-// per-boot cache (hostinfo.CachedProbe), so opening the screen never runs
-// guest code when `virt host check` or a VM start already did. It owns no
-// host logic: formatting only.
+// through a tea.Cmd; the live source is the host's hostinfo.Assessor,
+// whose checks answer the KVM probe from the per-boot cache, so opening
+// the screen never runs guest code when `virt host check` or a VM start
+// already did. It owns no host logic: formatting only.
 package hardware

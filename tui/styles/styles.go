@@ -1,6 +1,3 @@
-// Package styles holds every lipgloss style of the DCUI, one set per
-// terminal tier. Components take a *Styles and never build their own, so
-// a tier's limits (no colour, ASCII only) hold everywhere at once.
 package styles
 
 import (

@@ -1,7 +1,3 @@
-// Package term decides how much a console can render: the tier (colours,
-// border glyphs, redraw rate) and the size to lay out for. Everything here
-// is a pure function of strings the caller reads, so it is tested without
-// a terminal.
 package term
 
 import (
