@@ -211,7 +211,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	}
 	log.Info("dcui start", "version", bi.Version, "tier", tier.String(), "tty", cfg.TTYName, "term", cfg.TERM, "pid", os.Getpid())
 
-	opts := []tea.ProgramOption{tea.WithContext(ctx), tea.WithoutSignalHandler(), tea.WithEnvironment(sessionEnv(cfg.Env, cfg.TERM))}
+	// No tea.WithContext: a program killed through its context closes its
+	// input reader without waiting for the read loop (a data race in
+	// cancelreader, seen under -race). The session's end quits the
+	// program instead, which waits for it; Kill only if that hangs.
+	opts := []tea.ProgramOption{tea.WithoutSignalHandler(), tea.WithEnvironment(sessionEnv(cfg.Env, cfg.TERM))}
 	if cfg.In != nil {
 		opts = append(opts, tea.WithInput(cfg.In))
 	}
@@ -219,8 +223,26 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		opts = append(opts, tea.WithOutput(cfg.Out))
 	}
 	p := newProgram(m, tier, opts...)
+	finished := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			p.Quit()
+			select {
+			case <-finished:
+			case <-time.After(quitGrace):
+				p.Kill()
+			}
+		case <-finished:
+		}
+	}()
 	_, err = p.Run()
+	close(finished)
 	m.Close()
+	if err == nil && ctx.Err() != nil {
+		log.Info("dcui exit", "reason", context.Cause(ctx).Error())
+		return nil
+	}
 	if err != nil && errors.Is(err, tea.ErrProgramKilled) && ctx.Err() != nil && !errors.Is(err, tea.ErrProgramPanic) {
 		// ended from outside through ctx: the session is over, not failed
 		log.Info("dcui exit", "reason", context.Cause(ctx).Error())
@@ -233,6 +255,10 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	log.Info("dcui exit")
 	return nil
 }
+
+// quitGrace is how long a session that ended gets to quit before it is
+// killed.
+const quitGrace = 2 * time.Second
 
 // sessionEnv is env with TERM set to termEnv.
 func sessionEnv(env []string, termEnv string) []string {
