@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/internal/fielderr"
@@ -123,6 +124,9 @@ func Defaults(vm *VirtualMachine) {
 	}
 	if len(s.Network) == 0 {
 		s.Network = nil
+	}
+	if st := s.Startup; st != nil && st.Order == 0 && (st.Delay == nil || st.Delay.D() == 0) {
+		s.Startup = nil // an empty startup is none
 	}
 	if len(vm.Metadata.Labels) == 0 {
 		vm.Metadata.Labels = nil
@@ -262,6 +266,14 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 	if (s.Boot == nil || s.Boot.Kernel == "") && !hasImageDisk(s.Disks) {
 		add(fieldErr("spec", nil, "nothing to boot: give a disk with an image, or boot.kernel"))
 	}
+	if st := s.Startup; st != nil {
+		if st.Order < 0 || st.Order > MaxStartupOrder {
+			add(fieldErr("spec.startup.order", st.Order, fmt.Sprintf("must be between 0 and %d", MaxStartupOrder)))
+		}
+		if st.Delay != nil && st.Delay.D() > MaxStartupDelay {
+			add(fieldErr("spec.startup.delay", st.Delay.String(), "must be at most "+MaxStartupDelay.String()))
+		}
+	}
 	for i, n := range s.Network {
 		f := fmt.Sprintf("spec.network[%d]", i)
 		switch {
@@ -287,6 +299,12 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 	}
 	return nil
 }
+
+// Bounds of spec.startup.
+const (
+	MaxStartupOrder = 9999
+	MaxStartupDelay = time.Hour
+)
 
 func hasImageDisk(ds []Disk) bool {
 	for _, d := range ds {

@@ -7,7 +7,9 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/virtcon/virtcon/internal/duration"
 	"github.com/virtcon/virtcon/internal/redact"
 	"go.yaml.in/yaml/v3"
 )
@@ -310,5 +312,38 @@ func TestGetExternal(t *testing.T) {
 	}
 	if _, _, err := f.m.Get(ctx, "nosuch"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Get(nosuch): got %v; want ErrNotFound", err)
+	}
+}
+
+// spec.startup orders the boot's starts; an empty one is none.
+func TestStartupAdmission(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newTestManager(t)
+	kernel := testKernel(t)
+	ok := kernelVM("s1", kernel)
+	d := duration.Duration(30 * time.Second)
+	ok.Spec.Autostart, ok.Spec.Startup = true, &Startup{Order: 2, Delay: &d}
+	got := mustCreate(t, m, ok)
+	if got.Spec.StartupOrder() != 2 || got.Spec.StartupDelay() != 30*time.Second {
+		t.Errorf("startup: got %+v", got.Spec.Startup)
+	}
+	empty := kernelVM("s2", kernel)
+	empty.Spec.Startup = &Startup{}
+	if got := mustCreate(t, m, empty); got.Spec.Startup != nil {
+		t.Errorf("an empty startup: got %+v; want none", got.Spec.Startup)
+	}
+	long := duration.Duration(2 * time.Hour)
+	for _, st := range []*Startup{{Order: -1}, {Order: 10000}, {Delay: &long}} {
+		v := kernelVM("s3", kernel)
+		v.Spec.Startup = st
+		var ve *ValidationError
+		if _, err := m.Create(context.Background(), v); !errors.As(err, &ve) || !strings.HasPrefix(ve.Errs[0].Field, "spec.startup.") {
+			t.Errorf("startup %+v: got %v; want a spec.startup field error", st, err)
+		}
+	}
+	// the manifest reads and writes it
+	vm, err := Decode([]byte("apiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata: {name: s4}\nspec: {autostart: true, startup: {order: 1, delay: 10}, boot: {kernel: " + kernel + "}}\n"))
+	if err != nil || vm.Spec.StartupDelay() != 10*time.Second {
+		t.Errorf("Decode: %+v, %v", vm, err)
 	}
 }

@@ -1,6 +1,10 @@
 package vm
 
-import "time"
+import (
+	"time"
+
+	"github.com/virtcon/virtcon/internal/duration"
+)
 
 // APIVersion and Kind of the manifest.
 const (
@@ -43,8 +47,37 @@ type Spec struct {
 	Boot      *Boot      `json:"boot,omitempty" yaml:"boot,omitempty"`
 	CloudInit *CloudInit `json:"cloudInit,omitempty" yaml:"cloudInit,omitempty"`
 	Network   []NIC      `json:"network,omitempty" yaml:"network,omitempty"`
-	// Autostart is recorded, but nothing acts on it yet (docs/vms.md).
+	// Autostart: `virt host boot` starts the VM (docs/host.md).
 	Autostart bool `json:"autostart" yaml:"autostart"`
+	// Startup orders the starts at boot. Not under spec.boot, which is
+	// direct kernel boot (a kernel is required there).
+	Startup *Startup `json:"startup,omitempty" yaml:"startup,omitempty"`
+}
+
+// Startup is where a VM goes in the host's boot: lower orders start
+// first (VMs of one order by name), each after its delay. Proxmox calls
+// it startup order and up.
+type Startup struct {
+	// Order: 0 (the default) to 9999.
+	Order int `json:"order,omitempty" yaml:"order,omitempty"`
+	// Delay is waited before this VM starts (at most 1h).
+	Delay *duration.Duration `json:"delay,omitempty" yaml:"delay,omitempty"`
+}
+
+// StartupOrder is the VM's start order (0 without spec.startup).
+func (s Spec) StartupOrder() int {
+	if s.Startup == nil {
+		return 0
+	}
+	return s.Startup.Order
+}
+
+// StartupDelay is the VM's delay before its start at boot.
+func (s Spec) StartupDelay() time.Duration {
+	if s.Startup == nil || s.Startup.Delay == nil {
+		return 0
+	}
+	return s.Startup.Delay.D()
 }
 
 // Disk is one virtio disk: an overlay on a base image, or a blank disk.

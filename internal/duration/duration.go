@@ -80,3 +80,25 @@ func (v Value) Set(s string) error {
 	*v.D = d
 	return nil
 }
+
+// Duration is a duration in a config file or manifest: written as Go
+// writes it ("90s", "1m30s"), read as Parse reads it (bare seconds too).
+type Duration time.Duration
+
+// D is the time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText writes "90s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText reads what Parse reads.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}

@@ -41,3 +41,19 @@ func TestValueWithStdlibFlag(t *testing.T) {
 		t.Error("--idle -1: accepted")
 	}
 }
+
+func TestDurationText(t *testing.T) {
+	t.Parallel()
+	var d Duration
+	for in, want := range map[string]time.Duration{"90": 90 * time.Second, "1m30s": 90 * time.Second, "0": 0} {
+		if err := d.UnmarshalText([]byte(in)); err != nil || d.D() != want {
+			t.Errorf("UnmarshalText(%q) = %v, %v; want %v", in, d, err, want)
+		}
+	}
+	if err := d.UnmarshalText([]byte("-3")); err == nil {
+		t.Error("UnmarshalText(-3): accepted")
+	}
+	if b, _ := Duration(90 * time.Second).MarshalText(); string(b) != "1m30s" {
+		t.Errorf("MarshalText = %s; want 1m30s", b)
+	}
+}
