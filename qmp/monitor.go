@@ -218,6 +218,10 @@ func (m *Monitor) Execute(ctx context.Context, command string, args, result any)
 	if err != nil {
 		return err
 	}
+	return m.decodeReturn(command, rep, result)
+}
+
+func (m *Monitor) decodeReturn(command string, rep reply, result any) error {
 	if result == nil || len(rep.msg.Return) == 0 {
 		return nil
 	}
@@ -231,6 +235,12 @@ func (m *Monitor) Execute(ctx context.Context, command string, args, result any)
 // command was completely written, which Quit needs to tell "QEMU hung up
 // because it quit" from "QEMU was already gone".
 func (m *Monitor) exec(ctx context.Context, command string, args any) (rep reply, sent bool, err error) {
+	return m.execOOB(ctx, command, args, nil)
+}
+
+// execOOB is exec with ancillary data (SCM_RIGHTS) sent along with the
+// command's first byte; nil sends none.
+func (m *Monitor) execOOB(ctx context.Context, command string, args any, oob []byte) (rep reply, sent bool, err error) {
 	if command == "" {
 		return reply{}, false, fmt.Errorf("qmp %s: empty command name", m.path)
 	}
@@ -284,7 +294,7 @@ func (m *Monitor) exec(ctx context.Context, command string, args any) (rep reply
 	m.writeMu.Lock()
 	deadline, _ := ctx.Deadline()
 	_ = m.conn.SetWriteDeadline(deadline)
-	n, werr := m.conn.Write(append(line, '\n'))
+	n, werr := m.write(append(line, '\n'), oob)
 	m.writeMu.Unlock()
 	if werr != nil {
 		if isTimeout(werr) && n == 0 {

@@ -20,8 +20,9 @@ import (
 
 // startQEMU runs a paused, diskless TCG VM with two QMP sockets (commands
 // and events) and kills it when the test ends. It returns the socket paths
-// and a channel closed when the process exits.
-func startQEMU(t *testing.T) (cmdSock, eventSock string, exited <-chan struct{}) {
+// and a channel closed when the process exits. extra is added to QEMU's
+// arguments.
+func startQEMU(t *testing.T, extra ...string) (cmdSock, eventSock string, exited <-chan struct{}) {
 	t.Helper()
 	bin := testutil.RequireCommand(t, "qemu-system-x86_64", "apt-get install qemu-system-x86")
 	dir := t.TempDir()
@@ -33,6 +34,7 @@ func startQEMU(t *testing.T) (cmdSock, eventSock string, exited <-chan struct{})
 		"-qmp", "unix:"+cmdSock+",server=on,wait=off",
 		"-qmp", "unix:"+eventSock+",server=on,wait=off",
 	)
+	cmd.Args = append(cmd.Args, extra...)
 	cmd.Stdout = os.Stderr
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
