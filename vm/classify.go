@@ -143,6 +143,7 @@ func (m *Manager) entryFor(vm *VirtualMachine) Entry {
 		CPUs: vm.Spec.CPUs, MemoryMiB: vm.Spec.MemoryMiB,
 		Generation: vm.Metadata.Generation, ObservedGeneration: vm.Status.ObservedGeneration,
 		Accel: vm.Status.Accel, AccelReason: vm.Status.AccelReason,
+		Autostart: vm.Spec.Autostart, StartupOrder: vm.Spec.StartupOrder(), StartupDelay: vm.Spec.StartupDelay(),
 	}
 	if vm.Spec.Running {
 		e.Class = ClassMissing

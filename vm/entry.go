@@ -2,6 +2,9 @@ package vm
 
 import (
 	"encoding/json"
+	"time"
+
+	"github.com/virtcon/virtcon/internal/duration"
 )
 
 // Entry is one line of `virt vm list`. A zero number or an empty string
@@ -23,6 +26,13 @@ type Entry struct {
 	Path               string // orphans: the leftover file or directory
 	Reason             string // why it is in its class or phase, when a face words it (Reason*)
 	Message            string
+	// Autostart and the startup order and delay are the spec's
+	// (spec.autostart, spec.startup): what `virt host boot` does with the
+	// VM. They have defaults, never unknown: false, 0 and 0s for a VM
+	// without them and for guests that are not ours.
+	Autostart    bool
+	StartupOrder int
+	StartupDelay time.Duration
 }
 
 // entryWire is Entry as JSON and YAML carry it (docs/cli.md).
@@ -42,6 +52,10 @@ type entryWire struct {
 	Path               string  `json:"path,omitempty" yaml:"path,omitempty"`
 	Reason             string  `json:"reason,omitempty" yaml:"reason,omitempty"`
 	Message            string  `json:"message,omitempty" yaml:"message,omitempty"`
+	// never null: defaults
+	Autostart    bool              `json:"autostart" yaml:"autostart"`
+	StartupOrder int               `json:"startupOrder" yaml:"startupOrder"`
+	StartupDelay duration.Duration `json:"startupDelay" yaml:"startupDelay"`
 }
 
 func known[T comparable](v T) *T {
@@ -67,6 +81,7 @@ func (e Entry) wire() entryWire {
 		PID: known(e.PID), CPUs: known(e.CPUs), MemoryMiB: known(e.MemoryMiB),
 		Generation: known(e.Generation), ObservedGeneration: known(e.ObservedGeneration),
 		Source: e.Source, Path: e.Path, Reason: e.Reason, Message: e.Message,
+		Autostart: e.Autostart, StartupOrder: e.StartupOrder, StartupDelay: duration.Duration(e.StartupDelay),
 	}
 }
 
@@ -88,6 +103,7 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		PID: orZero(w.PID), CPUs: orZero(w.CPUs), MemoryMiB: orZero(w.MemoryMiB),
 		Generation: orZero(w.Generation), ObservedGeneration: orZero(w.ObservedGeneration),
 		Source: w.Source, Path: w.Path, Reason: w.Reason, Message: w.Message,
+		Autostart: w.Autostart, StartupOrder: w.StartupOrder, StartupDelay: w.StartupDelay.D(),
 	}
 	return nil
 }
