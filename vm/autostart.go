@@ -57,3 +57,28 @@ func (m *Manager) SetAutostart(ctx context.Context, ref string, on bool, order i
 	m.log.Info("vm autostart set", "vm", vm.Metadata.Name, "autostart", on, "order", order, "delay", delay)
 	return nil
 }
+
+// MarkStopped records a VM whose QEMU is gone as stopped (spec.running
+// false, phase Stopped): what the host's boot does with a VM that the
+// reboot took down and that its policy does not start, so that it is not
+// listed MISSING ever after. A VM whose QEMU runs is left alone, checked
+// under the VM's lock (a start that won the race is not undone); changed
+// says whether anything was written.
+func (m *Manager) MarkStopped(ctx context.Context, ref string) (changed bool, err error) {
+	vm, l, err := m.lockedVM(ctx, ref)
+	if err != nil {
+		return false, err
+	}
+	defer l.Release()
+	if !vm.Spec.Running || m.livePID(vm.Metadata.UID) > 0 {
+		return false, nil
+	}
+	vm.Spec.Running = false
+	vm.Status.Phase, vm.Status.PID = PhaseStopped, 0
+	m.cleanRuntime(vm.Metadata.UID)
+	if err := m.store.save(vm); err != nil {
+		return false, fmt.Errorf("vm %q: mark stopped: %w", vm.Metadata.Name, err)
+	}
+	m.log.Info("vm marked stopped: its QEMU is gone", "vm", vm.Metadata.Name)
+	return true, nil
+}

@@ -124,3 +124,46 @@ func TestEntryWireAutostart(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkStopped(t *testing.T) {
+	m, _, _ := newTestManager(t)
+	ctx := context.Background()
+	v := mustCreate(t, m, kernelVM("web", testKernel(t)))
+	if changed, err := m.MarkStopped(ctx, "web"); err != nil || changed {
+		t.Errorf("MarkStopped of a stopped VM = %v, %v; want no change", changed, err)
+	}
+	// spec says running, no process: MISSING, until marked stopped
+	v.Spec.Running = true
+	if err := m.store.save(v); err != nil {
+		t.Fatal(err)
+	}
+	if es, _ := m.List(ctx); es[0].Class != ClassMissing {
+		t.Fatalf("class %s; want MISSING before MarkStopped", es[0].Class)
+	}
+	if changed, err := m.MarkStopped(ctx, "web"); err != nil || !changed {
+		t.Fatalf("MarkStopped of a MISSING VM = %v, %v; want a change", changed, err)
+	}
+	if es, _ := m.List(ctx); es[0].Class != ClassManaged || es[0].Phase != PhaseStopped {
+		t.Errorf("after MarkStopped: %s %s; want MANAGED Stopped", es[0].Class, es[0].Phase)
+	}
+}
+
+// A VM whose QEMU runs is never marked stopped, whatever its spec says.
+func TestMarkStoppedLeavesALiveVM(t *testing.T) {
+	f := newHostFixture(t)
+	ctx := context.Background()
+	live, err := f.m.store.load(f.live.Metadata.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live.Spec.Running = true
+	if err := f.m.store.save(live); err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.m.MarkStopped(ctx, "live"); err != nil || changed {
+		t.Errorf("MarkStopped of a live VM = %v, %v; want no change", changed, err)
+	}
+	if got, _ := f.m.store.load(f.live.Metadata.UID); !got.Spec.Running {
+		t.Error("MarkStopped cleared spec.running of a VM whose QEMU runs")
+	}
+}

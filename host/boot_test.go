@@ -1,0 +1,482 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/virtcon/virtcon/internal/fielderr"
+	"github.com/virtcon/virtcon/internal/proc"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/netcfg"
+	"github.com/virtcon/virtcon/paths"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// fakeVMs is the VM service as the boot sees it: a listing, and starts
+// that make a VM run (or fail).
+type fakeVMs struct {
+	mu      sync.Mutex
+	entries []vm.Entry
+	listErr error
+	fail    map[string]error // by UID
+	started []string         // UIDs, in order
+	marked  []string
+}
+
+func (f *fakeVMs) List(context.Context) ([]vm.Entry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.listErr != nil {
+		return nil, f.listErr
+	}
+	return slices.Clone(f.entries), nil
+}
+
+func (f *fakeVMs) Start(_ context.Context, ref string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.started = append(f.started, ref)
+	if err := f.fail[ref]; err != nil {
+		return err
+	}
+	for i := range f.entries {
+		if f.entries[i].UID == ref {
+			f.entries[i].Class, f.entries[i].Phase, f.entries[i].PID = vm.ClassManaged, vm.PhaseRunning, 1000+i
+		}
+	}
+	return nil
+}
+
+func (f *fakeVMs) MarkStopped(_ context.Context, ref string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range f.entries {
+		if f.entries[i].UID == ref && f.entries[i].Class == vm.ClassMissing {
+			f.entries[i].Class = vm.ClassManaged
+			f.marked = append(f.marked, ref)
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// fakeNet is the network service: what a rollback found, a try on trial,
+// and the reapply's steps (once; then the host has its network).
+type fakeNet struct {
+	resolved   *netcfg.ResolvedTry
+	resolveErr error
+	pending    *netcfg.Pending
+	steps      []string
+	none       bool
+	applyErr   error
+	reapplied  int
+}
+
+func (f *fakeNet) ResolveExpiredTry(context.Context) (*netcfg.ResolvedTry, error) {
+	r := f.resolved
+	f.resolved = nil
+	return r, f.resolveErr
+}
+
+func (f *fakeNet) PendingTry() (*netcfg.Pending, error) { return f.pending, nil }
+
+func (f *fakeNet) Reapply(context.Context) (*netcfg.Result, error) {
+	f.reapplied++
+	if f.applyErr != nil {
+		return nil, f.applyErr
+	}
+	if f.none {
+		return nil, nil
+	}
+	steps := f.steps
+	f.steps = nil
+	return &netcfg.Result{Steps: slices.Clone(steps), Changed: len(steps) > 0}, nil
+}
+
+// sleeps records the boot's waits without waiting.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	s.d = append(s.d, d)
+	s.mu.Unlock()
+	return ctx.Err()
+}
+
+func testHost(t *testing.T) *Host {
+	t.Helper()
+	return New(Options{Layout: paths.New(t.TempDir()), Logger: testutil.Logger(t)})
+}
+
+func writePolicy(t *testing.T, h *Host, body string) {
+	t.Helper()
+	if err := os.MkdirAll(h.Layout.ConfigDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(PolicyFile(h.Layout), []byte("apiVersion: virtcon/v1\nkind: HostPolicy\n"+body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// stopped is a VM of ours, not running; opts set autostart, order, delay.
+func stopped(name string, autostart bool, order int, delay time.Duration) vm.Entry {
+	return vm.Entry{Name: name, UID: "uid-" + name, Class: vm.ClassManaged, Phase: vm.PhaseStopped,
+		Autostart: autostart, StartupOrder: order, StartupDelay: delay}
+}
+
+func names(vs []BootVM) []string {
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Name
+	}
+	return out
+}
+
+func TestPlanBoot(t *testing.T) {
+	t.Parallel()
+	running := stopped("up", true, 0, 0)
+	running.Phase, running.PID = vm.PhaseRunning, 7
+	external := vm.Entry{Name: "ext", UID: "uid-ext", Class: vm.ClassExternal, Autostart: true}
+	unreadable := vm.Entry{UID: "uid-bad", Class: vm.ClassUnreadable, Autostart: true}
+	missing := stopped("gone", false, 0, 0)
+	missing.Class = vm.ClassMissing
+	entries := []vm.Entry{
+		stopped("web", true, 2, 0), stopped("DB", true, 1, 0), stopped("cache", true, 1, 5*time.Second),
+		stopped("idle", false, 0, 0), running, external, unreadable, missing, stopped("zeta", false, 3, 0),
+	}
+	for _, tc := range []struct {
+		name    string
+		restore map[string]bool
+		want    []string
+	}{
+		{"autostart: by order, then name regardless of case", nil, []string{"up", "cache", "DB", "web"}},
+		{"restore adds the VMs that ran, in the same order", map[string]bool{"uid-zeta": true, "uid-gone": true, "uid-ext": true}, []string{"gone", "up", "cache", "DB", "web", "zeta"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			plan := planBoot(entries, tc.restore)
+			if got := names(plan); !slices.Equal(got, tc.want) {
+				t.Errorf("plan %v; want %v (never EXTERNAL or UNREADABLE ones)", got, tc.want)
+			}
+			for _, v := range plan {
+				want := WhyAutostart
+				if tc.restore[v.UID] && v.Name != "up" {
+					want = WhyRestore
+				}
+				if v.Why != want {
+					t.Errorf("%s: why %q; want %q", v.Name, v.Why, want)
+				}
+			}
+		})
+	}
+}
+
+func TestBootStartsInOrderWithDelays(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	writePolicy(t, h, "startDelay: 2s\n")
+	running := stopped("up", true, 0, 0)
+	running.Phase, running.PID = vm.PhaseRunning, 7
+	vms := &fakeVMs{entries: []vm.Entry{stopped("web", true, 2, 0), stopped("db", true, 1, 5*time.Second), stopped("cache", true, 1, 0), stopped("idle", false, 0, 0), running}}
+	nw := &fakeNet{steps: []string{"create bridge br0"}}
+	var sl sleeps
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: sl.sleep}, vms, nw)
+	if err != nil {
+		t.Fatalf("boot: %v", err)
+	}
+	if want := []string{"uid-cache", "uid-db", "uid-web"}; !slices.Equal(vms.started, want) {
+		t.Errorf("started %v; want %v (order, then name; the running one and idle left alone)", vms.started, want)
+	}
+	// cache first: no startDelay before the first start; db: its own 5s
+	// and the policy's 2s; web: the policy's 2s
+	if want := []time.Duration{0, 7 * time.Second, 2 * time.Second}; !slices.Equal(sl.d, want) {
+		t.Errorf("waits %v; want %v", sl.d, want)
+	}
+	outcomes := map[string]string{}
+	for _, v := range rec.VMs {
+		outcomes[v.Name] = v.Outcome
+		if v.Outcome == BootStarted && v.StartedAt == nil {
+			t.Errorf("%s: started, but no start time", v.Name)
+		}
+	}
+	want := map[string]string{"up": BootAlreadyRunning, "cache": BootStarted, "db": BootStarted, "web": BootStarted}
+	if fmt.Sprint(outcomes) != fmt.Sprint(want) {
+		t.Errorf("outcomes %v; want %v", outcomes, want)
+	}
+	if rec.Network.Result != NetApplied || !slices.Equal(rec.Network.Steps, []string{"create bridge br0"}) {
+		t.Errorf("network %+v; want applied with its step", rec.Network)
+	}
+	if tl := rec.Tally(); tl.Wanted != 4 || tl.Started != 3 || tl.AlreadyRunning != 1 || tl.Failed != 0 {
+		t.Errorf("tally %+v", tl)
+	}
+	// the record on disk is the one returned
+	disk, err := LoadBootRecord(h.Layout)
+	if err != nil || disk == nil {
+		t.Fatalf("LoadBootRecord: %v, %v", disk, err)
+	}
+	if !slices.Equal(names(disk.VMs), names(rec.VMs)) || disk.BootID != proc.BootID() || !disk.FirstOfBoot || disk.Policy.Delay() != 2*time.Second {
+		t.Errorf("record on disk %+v; want the returned one", disk)
+	}
+	if st, err := os.Stat(BootRecordFile(h.Layout)); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("boot.json: %v, %v; want mode 0600", st, err)
+	}
+
+	// again: nothing changes, nothing waits
+	sl.d = nil
+	rec2, err := h.boot(context.Background(), BootOptions{Sleep: sl.sleep}, vms, nw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vms.started) != 3 || len(sl.d) != 0 {
+		t.Errorf("second boot started %v, waited %v; want nothing more", vms.started[3:], sl.d)
+	}
+	if tl := rec2.Tally(); tl.AlreadyRunning != 4 || tl.Started != 0 || rec2.Network.Result != NetUnchanged || rec2.FirstOfBoot {
+		t.Errorf("second boot: tally %+v, network %s, first %v; want all running, unchanged, not first", tl, rec2.Network.Result, rec2.FirstOfBoot)
+	}
+}
+
+// A VM that does not start is reported and the rest go on.
+func TestBootGoesOnPastAFailure(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	vms := &fakeVMs{
+		entries: []vm.Entry{stopped("a", true, 0, 0), stopped("b", true, 0, 0), stopped("c", true, 0, 0)},
+		fail:    map[string]error{"uid-b": errors.New(`vm "b": start: qemu exited: boom`)},
+	}
+	var sl sleeps
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: sl.sleep}, vms, &fakeNet{})
+	var be *BootError
+	if !errors.As(err, &be) || len(be.VMs) != 1 || !strings.Contains(err.Error(), "boom") {
+		t.Fatalf("boot = %v; want a BootError with b's failure", err)
+	}
+	if !slices.Equal(vms.started, []string{"uid-a", "uid-b", "uid-c"}) {
+		t.Errorf("started %v; want all three tried", vms.started)
+	}
+	tl := rec.Tally()
+	if tl.Started != 2 || tl.Failed != 1 || tl.FirstFailed == nil || tl.FirstFailed.Name != "b" || !strings.Contains(tl.FirstFailed.Error, "boom") {
+		t.Errorf("tally %+v", tl)
+	}
+	if errors.Is(err, fielderr.ErrInvalid) {
+		t.Error("a failed start reads as bad input")
+	}
+}
+
+// A host.yaml that does not admit: the network is still brought up, no VM
+// is started (not even an autostart one), the record says why, and the
+// error is bad input naming the field and value.
+func TestBootBrokenPolicy(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	writePolicy(t, h, "onBoot: always\n")
+	vms := &fakeVMs{entries: []vm.Entry{stopped("a", true, 0, 0)}}
+	nw := &fakeNet{steps: []string{"create bridge br0"}, resolved: &netcfg.ResolvedTry{ID: "t1", Why: "it began before the host last booted"}}
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, nw)
+	if !errors.Is(err, fielderr.ErrInvalid) || !errors.Is(err, ErrInvalidPolicy) || !strings.Contains(err.Error(), `onBoot: must be autostart or restore (got "always")`) {
+		t.Fatalf("boot = %v; want the policy refused by field and value", err)
+	}
+	if nw.reapplied != 1 || rec.Network.Result != NetApplied || rec.Network.RolledBack == nil {
+		t.Errorf("network: reapplied %d times, %+v; want the try rolled back and the network applied", nw.reapplied, rec.Network)
+	}
+	if len(vms.started) != 0 || len(rec.VMs) != 0 {
+		t.Errorf("started %v (record %v); want no VM at all", vms.started, rec.VMs)
+	}
+	disk, _ := LoadBootRecord(h.Layout)
+	if disk == nil || !strings.Contains(disk.PolicyError, "onBoot") || disk.Policy != nil || disk.VMsError == "" {
+		t.Errorf("record %+v; want the policy error and why no VM started", disk)
+	}
+}
+
+func TestBootNetwork(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		nw      *fakeNet
+		result  string
+		applied int
+		fails   bool
+	}{
+		{"nothing ever applied", &fakeNet{none: true}, NetNone, 1, false},
+		{"a try of this boot on trial is left to it", &fakeNet{pending: &netcfg.Pending{ID: "t2", Deadline: time.Now().Add(time.Minute)}}, NetOnTrial, 0, false},
+		{"a failed apply", &fakeNet{applyErr: errors.New("netlink: no such device")}, NetFailed, 1, true},
+		{"a failed rollback", &fakeNet{resolveErr: errors.New("roll back expired network try t3: boom")}, NetFailed, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testHost(t)
+			vms := &fakeVMs{entries: []vm.Entry{stopped("a", true, 0, 0)}}
+			rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, tc.nw)
+			var be *BootError
+			if got := errors.As(err, &be) && be.Network != nil; got != tc.fails {
+				t.Errorf("boot = %v; want a network error %v", err, tc.fails)
+			}
+			if rec.Network.Result != tc.result || tc.nw.reapplied != tc.applied {
+				t.Errorf("network %+v, reapplied %d; want %s, %d", rec.Network, tc.nw.reapplied, tc.result, tc.applied)
+			}
+			// the VMs start whatever became of the network
+			if len(vms.started) != 1 {
+				t.Errorf("started %v; want the autostart VM", vms.started)
+			}
+		})
+	}
+}
+
+// onBoot: restore starts the VMs of the shutdown record and the autostart
+// ones; a record is acted on once.
+func TestBootRestore(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	writePolicy(t, h, "onBoot: restore\n")
+	vms := &fakeVMs{entries: []vm.Entry{stopped("auto", true, 0, 0), stopped("ran", false, 0, 0), stopped("off", false, 0, 0)}}
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	if err := WriteShutdownRecord(h.Layout, &ShutdownRecord{Time: at, OnShutdown: OnShutdownShutdown, Running: []string{"UID-RAN", "uid-deleted-since"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(vms.started, []string{"uid-auto", "uid-ran"}) {
+		t.Errorf("started %v; want auto and ran", vms.started)
+	}
+	if rec.Shutdown == nil || !rec.Shutdown.Used || !rec.Shutdown.Time.Equal(at) || rec.Shutdown.Running != 2 || rec.ShutdownActedOn == nil {
+		t.Errorf("shutdown %+v (acted on %v); want the record used", rec.Shutdown, rec.ShutdownActedOn)
+	}
+	for _, v := range rec.VMs {
+		if v.Name == "ran" && v.Why != WhyRestore {
+			t.Errorf("ran: why %q; want restore", v.Why)
+		}
+	}
+
+	// the host goes down uncleanly (no new record) and boots again: the
+	// old record restores nothing, even after a run of another boot
+	vms.entries = []vm.Entry{stopped("auto", true, 0, 0), stopped("ran", false, 0, 0), stopped("off", false, 0, 0)}
+	vms.started = nil
+	prev, _ := LoadBootRecord(h.Layout)
+	prev.BootID = "an-earlier-boot"
+	if err := writeBootRecord(h.Layout, prev); err != nil {
+		t.Fatal(err)
+	}
+	rec, err = h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(vms.started, []string{"uid-auto"}) || rec.Shutdown.Used || rec.Shutdown.Note == "" {
+		t.Errorf("after an unclean shutdown: started %v, shutdown %+v; want auto alone and a note", vms.started, rec.Shutdown)
+	}
+}
+
+// A broken policy acts on no shutdown record: once it is fixed, the next
+// run restores from it.
+func TestBootRestoreAfterPolicyFixed(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	writePolicy(t, h, "onBoot: restore\nstartDelay: forever\n")
+	vms := &fakeVMs{entries: []vm.Entry{stopped("ran", false, 0, 0)}}
+	if err := WriteShutdownRecord(h.Layout, &ShutdownRecord{Time: time.Now().UTC(), Running: []string{"uid-ran"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{}); err == nil || len(vms.started) != 0 {
+		t.Fatalf("broken policy: %v, started %v; want an error and nothing started", err, vms.started)
+	}
+	writePolicy(t, h, "onBoot: restore\n")
+	if _, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{}); err != nil || !slices.Equal(vms.started, []string{"uid-ran"}) {
+		t.Errorf("fixed policy: %v, started %v; want ran restored", err, vms.started)
+	}
+}
+
+// In the first run of a boot, a VM the reboot took down and the policy
+// does not start is marked stopped (not a saved one); later runs leave
+// MISSING VMs alone.
+func TestBootMarksStopped(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	gone := stopped("gone", false, 0, 0)
+	gone.Class = vm.ClassMissing
+	saved := stopped("saved", false, 0, 0)
+	saved.Class, saved.Phase = vm.ClassMissing, phaseSaved
+	auto := stopped("auto", true, 0, 0)
+	auto.Class = vm.ClassMissing
+	vms := &fakeVMs{entries: []vm.Entry{gone, saved, auto}}
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(vms.marked, []string{"uid-gone"}) || !slices.Equal(vms.started, []string{"uid-auto"}) {
+		t.Errorf("marked %v, started %v; want gone marked, auto started, saved untouched", vms.marked, vms.started)
+	}
+	if tl := rec.Tally(); tl.MarkedStopped != 1 || tl.Wanted != 1 {
+		t.Errorf("tally %+v", tl)
+	}
+	// a later run of the same boot: a VM MISSING now crashed in this boot
+	vms.entries[0].Class = vm.ClassMissing
+	vms.marked = nil
+	if _, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{}); err != nil {
+		t.Fatal(err)
+	}
+	if len(vms.marked) != 0 {
+		t.Errorf("a second run marked %v stopped", vms.marked)
+	}
+}
+
+// A store that cannot be listed starts nothing; a cancelled boot says
+// which VMs did not get their turn.
+func TestBootFailsClosed(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	vms := &fakeVMs{listErr: errors.New("vm store: permission denied")}
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+	var be *BootError
+	if !errors.As(err, &be) || be.List == nil || len(vms.started) != 0 || rec.VMsError == "" {
+		t.Errorf("unlistable store: %v, started %v, record %q", err, vms.started, rec.VMsError)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	vms = &fakeVMs{entries: []vm.Entry{stopped("a", true, 0, 0), stopped("b", true, 1, time.Hour)}}
+	sleepThenCancel := func(ctx context.Context, d time.Duration) error {
+		if d > 0 {
+			cancel()
+		}
+		return ctx.Err()
+	}
+	rec, err = h.boot(ctx, BootOptions{Sleep: sleepThenCancel}, vms, &fakeNet{})
+	if !errors.Is(err, context.Canceled) || !slices.Equal(vms.started, []string{"uid-a"}) {
+		t.Errorf("cancelled: %v, started %v; want a started, then cancelled", err, vms.started)
+	}
+	if tl := rec.Tally(); tl.NotStarted != 1 {
+		t.Errorf("tally %+v; want b not started", tl)
+	}
+}
+
+func TestStatus(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	st := h.Status()
+	if st.Policy == nil || st.Policy.OnBoot != OnBootAutostart || st.Boot != nil || st.Shutdown != nil || st.PolicyError != "" {
+		t.Errorf("a fresh host: %+v; want the default policy and no records", st)
+	}
+	if _, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, &fakeVMs{}, &fakeNet{}); err != nil {
+		t.Fatal(err)
+	}
+	writePolicy(t, h, "parallelShutdown: lots\n")
+	if err := os.WriteFile(ShutdownRecordFile(h.Layout), []byte("{"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st = h.Status()
+	if st.Policy != nil || !strings.Contains(st.PolicyError, "parallelShutdown") {
+		t.Errorf("policy %+v, error %q; want the field named", st.Policy, st.PolicyError)
+	}
+	if st.Boot == nil || !st.BootOfThisBoot {
+		t.Errorf("boot %+v of this boot %v; want the record of this boot", st.Boot, st.BootOfThisBoot)
+	}
+	if st.Shutdown != nil || !strings.Contains(st.ShutdownError, "damaged") {
+		t.Errorf("shutdown %+v, error %q; want it damaged", st.Shutdown, st.ShutdownError)
+	}
+}
