@@ -318,7 +318,7 @@ func newNetConfirmCmd(env *Env) *cobra.Command {
 		Short: "Keep the network configuration being tried",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := env.net().ConfirmDesired(); err != nil {
+			if err := env.net().ConfirmDesired(cmd.Context()); err != nil {
 				return err
 			}
 			fmt.Fprintln(env.IO.ErrOut, "network configuration confirmed")
@@ -355,6 +355,10 @@ func newNetStatusCmd(env *Env) *cobra.Command {
 				return err
 			}
 			if p == nil {
+				// a try the watchdog already rolled back leaves its tried file
+				if err := env.net().DropStalePending(cmd.Context()); err != nil {
+					env.Logger.Debug("stale tried file not removed", "err", err)
+				}
 				return render(env.IO.Out, env.Output, map[string]any{"pending": nil}, func(w io.Writer) error {
 					fmt.Fprintln(w, "no network change pending")
 					return nil

@@ -225,7 +225,7 @@ func Admit(cfg *Config, live *State, opts ValidateOptions) (*Config, error) {
 // desired one. The tried file must be there and be this try's (the one
 // ApplyDesired wrote for it): otherwise nothing is confirmed, since
 // network.yaml would not follow the kept network.
-func ConfirmDesired(layout paths.Layout) error {
+func ConfirmDesired(ctx context.Context, layout paths.Layout) error {
 	pendingFile := DesiredPendingFile(layout)
 	check := func(p *Pending) error {
 		data, err := os.ReadFile(pendingFile)
@@ -240,7 +240,7 @@ func ConfirmDesired(layout paths.Layout) error {
 		}
 		return nil
 	}
-	return confirm(layout, check, func() error { return os.Rename(pendingFile, DesiredFile(layout)) })
+	return confirm(ctx, layout, check, func() error { return os.Rename(pendingFile, DesiredFile(layout)) })
 }
 
 // LoadEffective returns the configuration the host is meant to have now,

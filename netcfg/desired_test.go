@@ -108,7 +108,7 @@ func TestApplyDesiredRefuses(t *testing.T) {
 func TestConfirmRollbackDesiredNothingPending(t *testing.T) {
 	layout := paths.New(t.TempDir())
 	writeTestFile(t, DesiredPendingFile(layout), "stale")
-	if err := ConfirmDesired(layout); !errors.Is(err, ErrNoPendingTry) {
+	if err := ConfirmDesired(context.Background(), layout); !errors.Is(err, ErrNoPendingTry) {
 		t.Errorf("ConfirmDesired = %v; want ErrNoPendingTry", err)
 	}
 	if _, err := os.Stat(DesiredFile(layout)); err == nil {
@@ -129,7 +129,7 @@ func TestConfirmDesiredMovesFile(t *testing.T) {
 	}
 	const data = "# mine\napiVersion: virtcon/v1\nkind: HostNetwork\n"
 	writeTestFile(t, DesiredPendingFile(layout), data)
-	if err := ConfirmDesired(layout); err != nil {
+	if err := ConfirmDesired(context.Background(), layout); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(DesiredFile(layout))

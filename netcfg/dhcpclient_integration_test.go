@@ -492,7 +492,7 @@ func TestDHCPToStaticSameSubnetIntegration(t *testing.T) {
 				t.Errorf("pending try records DHCP clients %q; want [%s]", p.DHCPClients, link)
 			}
 			wantStatic("static on trial", static)
-			if err := ConfirmDesired(layout); err != nil {
+			if err := ConfirmDesired(context.Background(), layout); err != nil {
 				t.Fatal(err)
 			}
 			tryTestNoWatchdogWithin(t, PendingPath(layout), 3*time.Second)

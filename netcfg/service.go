@@ -60,22 +60,39 @@ func (s *Service) NICs(ctx context.Context) ([]string, error) {
 }
 
 // PendingTry is the change on trial, nil when there is none. A record
-// that cannot be read is an error, never "none".
+// that cannot be read is an error, never "none". It only reads: any
+// console may ask, read-only ones too.
 func (s *Service) PendingTry() (*Pending, error) {
 	p, err := PendingTry(s.layout)
 	if errors.Is(err, ErrNoPendingTry) {
-		s.dropStalePending()
 		return nil, nil
 	}
 	return p, err
 }
 
-// dropStalePending removes the file of a try that is no longer pending
-// (its watchdog rolled it back): a confirm would refuse it anyway.
-func (s *Service) dropStalePending() {
-	if err := os.Remove(DesiredPendingFile(s.layout)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		s.log.Debug("stale pending network file not removed", "err", err)
+// DropStalePending removes the tried file of a try that is no longer
+// pending (its watchdog rolled it back; a confirm would refuse the file
+// anyway). Under the try's lock, re-checked there: a confirm renames the
+// file after it removed the record, and must find it. A lock held by
+// someone (busy) is no error: the holder is at the try, nothing is stale.
+func (s *Service) DropStalePending(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	unlock, err := tryLockCtx(ctx, PendingPath(s.layout))
+	if errors.Is(err, ErrTryBusy) {
+		return nil
 	}
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	if _, err := PendingTry(s.layout); !errors.Is(err, ErrNoPendingTry) {
+		return nil // pending (or unreadable): not stale
+	}
+	if err := os.Remove(DesiredPendingFile(s.layout)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("stale tried file: %w", err)
+	}
+	return nil
 }
 
 // CheckNoPendingTry returns a *TryPendingError while a try is pending:
@@ -94,7 +111,7 @@ func (s *Service) ApplyDesired(ctx context.Context, cfg *Config, opts DesiredOpt
 }
 
 // ConfirmDesired keeps the change on trial.
-func (s *Service) ConfirmDesired() error { return ConfirmDesired(s.layout) }
+func (s *Service) ConfirmDesired(ctx context.Context) error { return ConfirmDesired(ctx, s.layout) }
 
 // RollbackDesired undoes the change on trial now.
 func (s *Service) RollbackDesired(ctx context.Context) error { return RollbackDesired(ctx, s.layout) }

@@ -52,11 +52,18 @@ func TestServiceResetDHCPFallback(t *testing.T) {
 // file left behind (its try was rolled back by the watchdog); a record
 // that cannot be read is an error, and the file stays.
 func TestServicePendingTry(t *testing.T) {
+	ctx := context.Background()
 	layout := paths.New(t.TempDir())
 	s := NewService(layout, nil)
 	writeTestFile(t, DesiredPendingFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\n")
 	if p, err := s.PendingTry(); p != nil || err != nil {
 		t.Fatalf("PendingTry = %v, %v; want nil, nil", p, err)
+	}
+	if _, err := os.Stat(DesiredPendingFile(layout)); err != nil {
+		t.Errorf("PendingTry removed %s: it only reads", DesiredPendingFile(layout))
+	}
+	if err := s.DropStalePending(ctx); err != nil {
+		t.Fatal(err)
 	}
 	if _, err := os.Stat(DesiredPendingFile(layout)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("stale %s: %v; want it removed", DesiredPendingFile(layout), err)
@@ -71,8 +78,35 @@ func TestServicePendingTry(t *testing.T) {
 	if p, err := s.PendingTry(); err == nil || p != nil {
 		t.Errorf("PendingTry of a broken record = %v, %v; want an error", p, err)
 	}
+	if err := s.DropStalePending(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(DesiredPendingFile(layout)); err != nil {
-		t.Errorf("tried file of a pending try: %v; want it kept", err)
+		t.Errorf("tried file of a pending (unreadable) try: %v; want it kept", err)
+	}
+}
+
+// A confirm removes the record first and renames the tried file after:
+// dropping a "stale" tried file in between would lose the kept change's
+// network.yaml. DropStalePending holds the try's lock; this races them.
+func TestDropStalePendingDuringConfirm(t *testing.T) {
+	ctx := context.Background()
+	for i := range 100 {
+		layout := paths.New(t.TempDir())
+		s := NewService(layout, nil)
+		restoreTestRecord(t, layout, func(p *Pending) { p.Deadline = time.Now().Add(time.Hour) })
+		writeTestFile(t, DesiredPendingFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\n")
+		done := make(chan error, 1)
+		go func() { done <- s.ConfirmDesired(ctx) }()
+		for j := 0; j < 50; j++ {
+			_ = s.DropStalePending(ctx)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("run %d: ConfirmDesired = %v while a reader dropped stale files", i, err)
+		}
+		if _, err := os.Stat(DesiredFile(layout)); err != nil {
+			t.Fatalf("run %d: the kept change has no network.yaml: %v", i, err)
+		}
 	}
 }
 

@@ -273,13 +273,13 @@ func PendingTry(layout paths.Layout) (*Pending, error) {
 // the watchdog stands down. A try whose deadline has passed, or whose
 // rollback failed, is refused (ErrNotConfirmable): the watchdog is
 // rolling it back, or the host is half restored.
-func Confirm(layout paths.Layout) error { return confirm(layout, nil, nil) }
+func Confirm(ctx context.Context, layout paths.Layout) error { return confirm(ctx, layout, nil, nil) }
 
 // confirm is Confirm with two hooks run under the lock: check may refuse
 // the try before anything changes, kept runs once the record is gone.
-func confirm(layout paths.Layout, check func(*Pending) error, kept func() error) error {
+func confirm(ctx context.Context, layout paths.Layout, check func(*Pending) error, kept func() error) error {
 	path := PendingPath(layout)
-	unlock, err := tryLock(path)
+	unlock, err := tryLockCtx(ctx, path)
 	if err != nil {
 		return fmt.Errorf("confirm: %w", err)
 	}
@@ -316,7 +316,7 @@ func confirm(layout paths.Layout, check func(*Pending) error, kept func() error)
 // watchdog tries again at the deadline and Rollback can be run again.
 func Rollback(ctx context.Context, layout paths.Layout) error {
 	path := PendingPath(layout)
-	unlock, err := tryLock(path)
+	unlock, err := tryLockCtx(ctx, path)
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
 	}

@@ -366,7 +366,7 @@ func TestTryIntegrationConfirmedKept(t *testing.T) {
 			}, deadline)
 		return err
 	})
-	if err := Confirm(layout); err != nil {
+	if err := Confirm(context.Background(), layout); err != nil {
 		t.Fatal(err)
 	}
 	tryTestNoWatchdogWithin(t, PendingPath(layout), 2*time.Second)
@@ -565,7 +565,7 @@ func TestTryIntegrationSTP(t *testing.T) {
 	if verifyTook < 3*time.Second {
 		t.Errorf("Verify returned after %v; the port cannot forward before ~%v", verifyTook, 2*fd)
 	}
-	if err := Confirm(layout); err != nil {
+	if err := Confirm(context.Background(), layout); err != nil {
 		t.Fatal(err)
 	}
 	if !tp.reachable() {

@@ -280,11 +280,11 @@ func TestConfirmRefusesEndedTry(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			for name, confirm := range map[string]func(paths.Layout) error{"Confirm": Confirm, "ConfirmDesired": ConfirmDesired} {
+			for name, confirm := range map[string]func(context.Context, paths.Layout) error{"Confirm": Confirm, "ConfirmDesired": ConfirmDesired} {
 				layout := paths.New(t.TempDir())
 				restoreTestRecord(t, layout, tc.edit)
 				writeTestFile(t, DesiredPendingFile(layout), "apiVersion: virtcon/v1\nkind: HostNetwork\n")
-				err := confirm(layout)
+				err := confirm(context.Background(), layout)
 				var nc *NotConfirmableError
 				if !errors.Is(err, ErrNotConfirmable) || !errors.As(err, &nc) || nc.ID != "0123456789abcdef" {
 					t.Fatalf("%s = %v; want a *NotConfirmableError of try 0123456789abcdef", name, err)
@@ -336,7 +336,7 @@ func TestConfirmDesiredChecksPendingFile(t *testing.T) {
 			if tc.pending != "" {
 				writeTestFile(t, DesiredPendingFile(layout), tc.pending)
 			}
-			err := ConfirmDesired(layout)
+			err := ConfirmDesired(context.Background(), layout)
 			got, _ := os.ReadFile(DesiredFile(layout))
 			if tc.want == "" {
 				if err != nil {

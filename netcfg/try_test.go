@@ -59,7 +59,7 @@ func TestPendingRecord(t *testing.T) {
 
 func TestNoPendingTry(t *testing.T) {
 	layout := paths.New(t.TempDir())
-	if err := Confirm(layout); !errors.Is(err, ErrNoPendingTry) {
+	if err := Confirm(context.Background(), layout); !errors.Is(err, ErrNoPendingTry) {
 		t.Errorf("Confirm: %v; want ErrNoPendingTry", err)
 	}
 	if err := Rollback(context.Background(), layout); !errors.Is(err, ErrNoPendingTry) {
@@ -189,12 +189,12 @@ func TestTryConfirmStandsDown(t *testing.T) {
 	if !errors.Is(err, ErrTryPending) {
 		t.Errorf("second Try: %v; want ErrTryPending", err)
 	}
-	if err := Confirm(layout); err != nil {
+	if err := Confirm(context.Background(), layout); err != nil {
 		t.Fatal(err)
 	}
 	// The watchdog is woken, not left to poll.
 	tryTestNoWatchdogWithin(t, PendingPath(layout), 2*time.Second)
-	if err := Confirm(layout); !errors.Is(err, ErrNoPendingTry) {
+	if err := Confirm(context.Background(), layout); !errors.Is(err, ErrNoPendingTry) {
 		t.Errorf("second Confirm: %v; want ErrNoPendingTry", err)
 	}
 }

@@ -130,7 +130,7 @@ func (fakeNet) LoadEffective() (*netcfg.Config, error)           { return netCon
 func (fakeNet) LoadDesiredOrFallback() (*netcfg.Config, string)  { return netConfig(), "" }
 func (fakeNet) ReadState(context.Context) (*netcfg.State, error) { return netState(), nil }
 func (fakeNet) PendingTry() (*netcfg.Pending, error)             { return nil, nil }
-func (fakeNet) ConfirmDesired() error                            { return errNoHost }
+func (fakeNet) ConfirmDesired(context.Context) error             { return errNoHost }
 func (fakeNet) RollbackDesired(context.Context) error            { return errNoHost }
 func (fakeNet) NICs(context.Context) ([]string, error)           { return netState().NICs(), nil }
 func (fakeNet) ApplyDesired(context.Context, *netcfg.Config, netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error) {

@@ -122,8 +122,12 @@ func (m *Model) applyCmd(e *edit) tea.Cmd {
 
 func (m *Model) confirmCmd() tea.Cmd {
 	m.acting = true
-	src := m.src
-	return func() tea.Msg { return confirmedMsg{src.ConfirmDesired()} }
+	ctx, src := m.c.Ctx, m.src
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(ctx, loadTimeout)
+		defer cancel()
+		return confirmedMsg{src.ConfirmDesired(ctx)}
+	}
 }
 
 func (m *Model) rollbackCmd() tea.Cmd {

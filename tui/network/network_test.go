@@ -159,7 +159,7 @@ func (f *fakeSources) ApplyDesired(ctx context.Context, cfg *netcfg.Config, opts
 	return &netcfg.Result{Steps: []string{"x"}, Changed: true}, f.pending, nil
 }
 
-func (f *fakeSources) ConfirmDesired() error {
+func (f *fakeSources) ConfirmDesired(context.Context) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.confirms++

@@ -27,7 +27,7 @@ type Sources interface {
 	// ApplyDesired applies and records cfg (netcfg.ApplyDesired).
 	ApplyDesired(ctx context.Context, cfg *netcfg.Config, opts netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error)
 	// ConfirmDesired keeps the change on trial.
-	ConfirmDesired() error
+	ConfirmDesired(ctx context.Context) error
 	// RollbackDesired undoes the change on trial now.
 	RollbackDesired(ctx context.Context) error
 	// CheckManagement runs "test management network" for cfg.

@@ -44,9 +44,9 @@ func (f *wordsFake) ApplyDesired(ctx context.Context, cfg *netcfg.Config, opts n
 	return nil, nil, f.applyErrs[n]
 }
 
-func (f *wordsFake) ConfirmDesired() error {
+func (f *wordsFake) ConfirmDesired(ctx context.Context) error {
 	if f.confirmErr == nil {
-		return f.fakeSources.ConfirmDesired()
+		return f.fakeSources.ConfirmDesired(ctx)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
