@@ -55,7 +55,7 @@ func New(opts Options) *Host {
 		Layout: opts.Layout, HostRoot: opts.HostRoot, Log: opts.Logger,
 		Info:  info,
 		Net:   netcfg.NewService(opts.Layout, opts.Logger),
-		VMs:   vm.NewManager(vm.Options{Layout: opts.Layout, Logger: opts.Logger, HostRoot: opts.HostRoot}),
+		VMs:   vm.NewManager(vm.Options{Layout: opts.Layout, Logger: opts.Logger, HostRoot: opts.HostRoot, Accel: info.Acceleration}),
 		Power: power.NewService(opts.Logger),
 	}
 	h.Diag = diag.NewService(opts.Layout, opts.Logger, info)

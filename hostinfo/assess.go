@@ -24,9 +24,6 @@ func NewAssessor(opts Options, cacheFile string) *Assessor {
 	return &Assessor{opts: opts, cacheFile: cacheFile}
 }
 
-// Options are the host-reading options this Assessor uses.
-func (a *Assessor) Options() Options { return a.opts }
-
 // Inventory collects the hardware inventory.
 func (a *Assessor) Inventory(ctx context.Context) (*Inventory, error) {
 	return Collect(ctx, a.opts)
@@ -48,8 +45,15 @@ func (a *Assessor) Check(ctx context.Context, req CheckRequest) (*Inventory, *Re
 	if err != nil {
 		return nil, nil, err
 	}
+	// a check that answers the probe from this boot's cache, on a cold
+	// cache, runs it once and remembers the verdict like a fresh one
+	remember := req.Fresh
+	if !remember && a.live() {
+		_, err := LoadAccelCache(a.cacheFile, inv.OS.BootID)
+		remember = err != nil
+	}
 	rep := RunChecks(ctx, inv, a.checkOptions(req))
-	if req.Fresh && a.live() && inv.OS.BootID != "" {
+	if remember && a.live() && inv.OS.BootID != "" && rep.Probe != nil {
 		c := AccelCache{BootID: inv.OS.BootID, Acceleration: rep.Acceleration, Reason: rep.AccelerationReason, CheckedAt: time.Now().UTC(), Probe: rep.Probe}
 		if err := SaveAccelCache(a.cacheFile, c); err != nil {
 			a.opts.logger().Debug("acceleration verdict not cached", "err", err)
@@ -71,9 +75,9 @@ func (a *Assessor) checkOptions(req CheckRequest) CheckOptions {
 }
 
 // Acceleration is the verdict for accel: auto, from this boot's cache or
-// a probe run now (which is then remembered).
+// a probe run now (which is then remembered). VM starts ask it.
 func (a *Assessor) Acceleration(ctx context.Context) (accel, reason string) {
-	return Acceleration(ctx, a.opts, a.cacheFile, nil)
+	return Acceleration(ctx, a.opts, a.cacheFile, a.probe)
 }
 
 // Usage samples CPU and memory use.

@@ -38,3 +38,32 @@ func TestAssessorProbeRule(t *testing.T) {
 		t.Errorf("cached check without a cache: %v after %d probes; want the fallback probe", err, calls)
 	}
 }
+
+// On the live host a cached check with a cold cache runs the probe once
+// and remembers it: the screens that refresh do not run guest code again.
+func TestAssessorRemembersOnColdCache(t *testing.T) {
+	t.Parallel()
+	if _, err := os.Stat("/proc/sys/kernel/random/boot_id"); err != nil {
+		t.Skipf("needs a boot id: %v", err)
+	}
+	cache := filepath.Join(t.TempDir(), "acceleration.json")
+	calls := 0
+	a := NewAssessor(Options{Root: "/"}, cache)
+	a.probe = func(_ context.Context, dev string) kvmprobe.Result {
+		calls++
+		r := probePVMSlow
+		r.Device = dev
+		return r
+	}
+	for range 3 {
+		if _, _, err := a.Check(context.Background(), CheckRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("three cached checks on a cold cache: %d probes; want 1", calls)
+	}
+	if accel, _ := a.Acceleration(context.Background()); accel != AccelTCG || calls != 1 {
+		t.Errorf("Acceleration after: %s after %d probes; want tcg from the cache", accel, calls)
+	}
+}

@@ -25,10 +25,14 @@ type Options struct {
 	HostRoot string
 	// QEMU and QEMUImg override the binaries (default: found on PATH).
 	QEMU, QEMUImg string
-	// Accel overrides the acceleration verdict for accel: auto (tests).
+	// Accel is the acceleration verdict for accel: auto (host.New passes
+	// the host's Assessor); nil asks hostinfo directly.
 	Accel func(ctx context.Context) (accel, reason string)
 	// Limits overrides the host capacity used by validation (tests).
 	Limits *Limits
+	// Scopes puts each started QEMU in its own cgroup scope; nil: none
+	// (no systemd), VMs stay in the cgroup of whatever started them.
+	Scopes Scopes
 	// Net provides TAP devices and network lookups for VM NICs; nil means
 	// the host's own (package netcfg).
 	Net HostNet
