@@ -2,6 +2,8 @@ package host
 
 import (
 	"log/slog"
+	"os"
+	"path/filepath"
 
 	"github.com/virtcon/virtcon/auth"
 	"github.com/virtcon/virtcon/diag"
@@ -9,6 +11,7 @@ import (
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/power"
+	"github.com/virtcon/virtcon/systemd"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -55,11 +58,23 @@ func New(opts Options) *Host {
 		Layout: opts.Layout, HostRoot: opts.HostRoot, Log: opts.Logger,
 		Info:  info,
 		Net:   netcfg.NewService(opts.Layout, opts.Logger),
-		VMs:   vm.NewManager(vm.Options{Layout: opts.Layout, Logger: opts.Logger, HostRoot: opts.HostRoot, Accel: info.Acceleration}),
+		VMs:   vm.NewManager(vm.Options{Layout: opts.Layout, Logger: opts.Logger, HostRoot: opts.HostRoot, Accel: info.Acceleration, Scopes: scopes(opts)}),
 		Power: power.NewService(opts.Logger),
 	}
 	h.Diag = diag.NewService(opts.Layout, opts.Logger, info)
 	return h
+}
+
+// scopes are systemd's transient scopes for the VMs, where systemd is PID
+// 1 of this host and we are root (only root may make system units; a
+// non-root caller's VMs start as without systemd). Nil otherwise: VMs
+// start as detached processes in the caller's cgroup, and `virt host
+// check` says so (vm.scopes).
+func scopes(opts Options) vm.Scopes {
+	if filepath.Clean(opts.HostRoot) != "/" || os.Geteuid() != 0 || !systemd.Running("/") {
+		return nil
+	}
+	return systemd.New(systemd.Options{Logger: opts.Logger})
 }
 
 // Auth returns the PAM authenticator of a face that logs users in (the

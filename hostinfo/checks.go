@@ -129,7 +129,7 @@ func RunChecks(ctx context.Context, inv *Inventory, opts CheckOptions) *Report {
 	add(k.devNode("dev.tun", "dev/net/tun", Fail, "modprobe tun (bridged and NAT VM NICs need TAP devices)"),
 		k.devNode("dev.vhost-net", "dev/vhost-net", Warn, "modprobe vhost_net (without it virtio-net runs in QEMU's userspace, slower)"),
 		k.devNode("dev.vhost-vsock", "dev/vhost-vsock", Warn, "modprobe vhost_vsock (needed only for host<->guest vsock channels)"))
-	add(k.cgroup())
+	add(k.cgroup(), k.scopes())
 	qemu := k.qemu(ctx)
 	add(qemu, k.ovmf())
 
@@ -588,6 +588,30 @@ func (k *checker) cgroup() Check {
 		return c
 	}
 	c.Status, c.Detail = Pass, "cgroup v2 at "+mnt+" with "+strings.Join(have, " ")
+	return c
+}
+
+// scopes says whether VMs get their own systemd scope (package systemd):
+// only where systemd is PID 1 (sd_booted's run/systemd/system) and its
+// manager can be reached. It reads; it dials nothing.
+func (k *checker) scopes() Check {
+	c := Check{ID: "vm.scopes"}
+	if !k.h.exists("run/systemd/system") {
+		c.Status = Warn
+		c.Detail = "per-VM scopes unavailable: systemd is not PID 1 (no /run/systemd/system); each VM is a detached QEMU in the cgroup of whatever started it"
+		c.Hint = "on a host booted with systemd, each VM runs in its own scope under virtcon.slice, and virtcon-guests.service shuts the guests down before systemd stops them"
+		return c
+	}
+	for _, sock := range []string{"run/systemd/private", "run/dbus/system_bus_socket"} {
+		if k.h.exists(sock) {
+			c.Status = Pass
+			c.Detail = "systemd is PID 1 (manager at /" + sock + "): each VM runs in its own scope virtcon-vm-<uid>.scope under virtcon.slice"
+			return c
+		}
+	}
+	c.Status = Fail
+	c.Detail = "systemd is PID 1 but neither /run/systemd/private nor the system bus is there: VM starts are refused (a VM outside its own scope dies with the unit that started it)"
+	c.Hint = "check systemd's health (systemctl status; systemctl daemon-reexec)"
 	return c
 }
 

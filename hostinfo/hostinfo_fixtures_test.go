@@ -127,7 +127,7 @@ var checkCases = []checkCase{
 			"host.hypervisor": Pass, "kvm.nested": Pass, "iommu.firmware": Pass, "iommu.kernel": Pass,
 			"iommu.passthrough": Warn, "iommu.passthrough.0000:01:00.0": Warn, "iommu.passthrough.0000:65:00.0": Pass,
 			"hugepages": Pass, "dev.tun": Pass, "dev.vhost-net": Pass, "dev.vhost-vsock": Pass,
-			"cgroup.v2": Pass, "qemu.binary": Pass, "firmware.ovmf": Pass,
+			"cgroup.v2": Pass, "vm.scopes": Warn, "qemu.binary": Pass, "firmware.ovmf": Pass,
 		},
 		details: map[string]string{
 			"iommu.kernel":                   "6 IOMMU groups, units dmar0 dmar1; cmdline intel_iommu=on iommu=pt",
@@ -145,7 +145,7 @@ var checkCases = []checkCase{
 			"host.hypervisor": Pass, "kvm.nested": Pass, "iommu.firmware": Pass, "iommu.kernel": Warn,
 			"iommu.passthrough": Warn, "iommu.passthrough.0000:03:00.0": Warn,
 			"hugepages": Warn, "dev.tun": Pass, "dev.vhost-net": Pass, "dev.vhost-vsock": Warn,
-			"cgroup.v2": Pass, "qemu.binary": Pass, "firmware.ovmf": Pass,
+			"cgroup.v2": Pass, "vm.scopes": Warn, "qemu.binary": Pass, "firmware.ovmf": Pass,
 		},
 		details: map[string]string{
 			"iommu.firmware":                 "IVRS",
@@ -176,7 +176,7 @@ var checkCases = []checkCase{
 			"host.hypervisor": Pass, "kvm.nested": Unknown, "iommu.firmware": Unknown, "iommu.kernel": Warn,
 			"iommu.passthrough": Pass,
 			"hugepages":         Unknown, "dev.tun": Fail, "dev.vhost-net": Warn, "dev.vhost-vsock": Warn,
-			"cgroup.v2": Pass, "qemu.binary": Fail, "firmware.ovmf": Warn,
+			"cgroup.v2": Pass, "vm.scopes": Warn, "qemu.binary": Fail, "firmware.ovmf": Warn,
 		},
 		details: map[string]string{
 			"kvm.probe":   "not run: no /dev/kvm",
@@ -190,7 +190,7 @@ var pvmWant = map[string]Status{
 	"host.hypervisor": Warn, "kvm.nested": Unknown, "iommu.firmware": Warn, "iommu.kernel": Warn,
 	"iommu.passthrough": Pass,
 	"hugepages":         Warn, "dev.tun": Pass, "dev.vhost-net": Warn, "dev.vhost-vsock": Warn,
-	"cgroup.v2": Warn, "qemu.binary": Pass, "firmware.ovmf": Pass,
+	"cgroup.v2": Warn, "vm.scopes": Warn, "qemu.binary": Pass, "firmware.ovmf": Pass,
 }
 
 func TestFixtureChecks(t *testing.T) {
