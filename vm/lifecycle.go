@@ -125,6 +125,10 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine) error {
 		return fmt.Errorf("vm %q: start: qemu daemonized but its pidfile does not name a live QEMU for uid %s (%v)", name, uid, err)
 	}
 	r.Add(func() error { return m.killVerified(pid, uid) })
+	// scopes (vm/scope.go): out of the caller's cgroup before anything else
+	if err := m.placeInScope(ctx, vm, pid); err != nil {
+		return err
+	}
 	qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
 	defer cancel()
 	mon, err := m.dialQMP(qctx, uid)

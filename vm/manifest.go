@@ -121,4 +121,7 @@ type Status struct {
 	AccelReason        string     `json:"accelReason,omitempty" yaml:"accelReason,omitempty"`
 	StartedAt          *time.Time `json:"startedAt,omitempty" yaml:"startedAt,omitempty"`
 	Message            string     `json:"message,omitempty" yaml:"message,omitempty"`
+	// Cgroup is the live QEMU's cgroup (vm/scope.go), filled by Get for
+	// a running VM; never stored.
+	Cgroup *CgroupStatus `json:"cgroup,omitempty" yaml:"cgroup,omitempty"`
 }

@@ -23,9 +23,11 @@ func (m *Manager) Get(ctx context.Context, ref string) (*VirtualMachine, *Entry,
 		return nil, nil, err
 	}
 	e := m.entryFor(vm)
+	vm.Status.Cgroup = nil
 	if pid := m.livePID(vm.Metadata.UID); pid > 0 {
 		argv, _ := m.proc.cmdline(pid)
 		m.observeLive(ctx, &e, qemuProcess{PID: pid, Argv: argv})
+		vm.Status.Cgroup = m.cgroupOf(pid)
 	}
 	vm.Status.Phase, vm.Status.PID = e.Phase, e.PID
 	if e.PID == 0 {
