@@ -360,6 +360,7 @@ func newVMShowCmd(env *Env) *cobra.Command {
 				if v.Status.AccelReason != "" {
 					fmt.Fprintf(w, "Accel reason:\t%s\n", v.Status.AccelReason)
 				}
+				writeCgroup(w, v.Status.Cgroup)
 				fmt.Fprintf(w, "CPUs:\t%d\nMemory:\t%d MiB\nFirmware:\t%s\n", v.Spec.CPUs, v.Spec.MemoryMiB, v.Spec.Firmware)
 				fmt.Fprintf(w, "Generation:\t%d (observed %d)\n", v.Metadata.Generation, v.Status.ObservedGeneration)
 				for _, d := range v.Spec.Disks {

@@ -18,6 +18,7 @@ func wordError(err error) error {
 		running  *vm.RunningError
 		sock     *vm.SocketPathError
 		network  *vm.UnknownNetworkError
+		scope    *vm.ScopeError
 	)
 	switch {
 	case err == nil:
@@ -34,6 +35,8 @@ func wordError(err error) error {
 		return fmt.Errorf("%w: use a shorter --root", err)
 	case errors.As(err, &network):
 		return fmt.Errorf("%w (virt net show)", err)
+	case errors.As(err, &scope):
+		return fmt.Errorf("%w (systemd runs here, and a VM outside its own scope would die with the unit that started it: see virt host check's vm.scopes and systemctl status %s)", err, scope.Unit)
 	}
 	return err
 }

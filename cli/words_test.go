@@ -23,6 +23,7 @@ func TestWordError(t *testing.T) {
 		{&vm.RunningError{Name: "a", Op: "delete", PID: 7}, "stop it first or use --force", vm.ErrRunning},
 		{&vm.SocketPathError{Path: "/long", Len: 120}, "use a shorter --root", nil},
 		{fmt.Errorf("start: %w", &vm.UnknownNetworkError{Network: "lab"}), "(virt net show)", nil},
+		{&vm.ScopeError{Name: "a", Unit: "virtcon-vm-u1.scope", Err: errors.New("no bus")}, "vm.scopes and systemctl status virtcon-vm-u1.scope", vm.ErrScope},
 	}
 	for _, tt := range tests {
 		got := wordError(tt.err)
