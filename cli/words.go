@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/virtcon/virtcon/internal/fielderr"
+	"github.com/virtcon/virtcon/internal/redact"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -18,11 +20,14 @@ func wordError(err error) error {
 		running  *vm.RunningError
 		sock     *vm.SocketPathError
 		network  *vm.UnknownNetworkError
+		saved    *vm.SavedStateError
 		scope    *vm.ScopeError
 	)
 	switch {
 	case err == nil:
 		return nil
+	case hasFieldKind(err, vm.ErrUserDataMask):
+		return fmt.Errorf("%w (virt vm show prints %s in its place; virt vm show --show-secrets prints the user data)", err, redact.Mask)
 	case errors.As(err, &notFound):
 		return fmt.Errorf("%w (virt image pull URL --name %s, or virt image import FILE --name %s)", err, notFound.Name, notFound.Name)
 	case errors.As(err, &exists):
@@ -35,10 +40,26 @@ func wordError(err error) error {
 		return fmt.Errorf("%w: use a shorter --root", err)
 	case errors.As(err, &network):
 		return fmt.Errorf("%w (virt net show)", err)
+	case errors.As(err, &saved):
+		return fmt.Errorf("%w; nothing was started: virt vm start --discard-saved %s boots it fresh, losing what it had in RAM", err, saved.Name)
 	case errors.As(err, &scope):
 		return fmt.Errorf("%w (systemd runs here, and a VM outside its own scope would die with the unit that started it: see virt host check's vm.scopes and systemctl status %s)", err, scope.Unit)
 	}
 	return err
+}
+
+// hasFieldKind reports whether err lists a field error of kind.
+func hasFieldKind(err error, kind error) bool {
+	var ve *fielderr.ValidationError
+	if !errors.As(err, &ve) {
+		return false
+	}
+	for _, fe := range ve.Errs {
+		if errors.Is(fe, kind) {
+			return true
+		}
+	}
+	return false
 }
 
 // imageFlags names an image error's fields by the flags that set them.

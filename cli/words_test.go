@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/virtcon/virtcon/internal/fielderr"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -24,6 +25,7 @@ func TestWordError(t *testing.T) {
 		{&vm.SocketPathError{Path: "/long", Len: 120}, "use a shorter --root", nil},
 		{fmt.Errorf("start: %w", &vm.UnknownNetworkError{Network: "lab"}), "(virt net show)", nil},
 		{&vm.ScopeError{Name: "a", Unit: "virtcon-vm-u1.scope", Err: errors.New("no bus")}, "vm.scopes and systemctl status virtcon-vm-u1.scope", vm.ErrScope},
+		{fielderr.New(vm.ErrInvalid, &fielderr.FieldError{Field: "spec.cloudInit.userData", Msg: "x", Kind: vm.ErrUserDataMask}), "virt vm show --show-secrets prints the user data", vm.ErrInvalid},
 	}
 	for _, tt := range tests {
 		got := wordError(tt.err)

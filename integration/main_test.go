@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/virtcon/virtcon/internal/reexec"
 )
 
 // virtBin and dcuiBin are the binaries built once for all tests, in a
@@ -22,6 +24,7 @@ import (
 var virtBin, dcuiBin string
 
 func TestMain(m *testing.M) {
+	reexec.Init() // nothing here re-executes the test binary today; cheap insurance
 	dir, err := os.MkdirTemp("", "virtcon-it-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)

@@ -26,9 +26,22 @@ var screens = map[string]bool{
 // cancels what it has in flight; the services come from host.New, built
 // once per process, never per screen.
 var forbidden = map[string]string{
-	"context.Background": "derive from the session's ctx (common.Common.Ctx)",
-	"context.TODO":       "derive from the session's ctx (common.Common.Ctx)",
-	"vm.NewManager":      "use the host's VM manager (host.Host.VMs)",
+	"context.Background":   "derive from the session's ctx (common.Common.Ctx)",
+	"context.TODO":         "derive from the session's ctx (common.Common.Ctx)",
+	"vm.NewManager":        "use the host's VM manager (host.Host.VMs)",
+	"netcfg.NewService":    "use the host's network service (host.Host.Net)",
+	"hostinfo.NewAssessor": "use the host's assessor (host.Host.Info)",
+	"diag.NewService":      "use the host's diagnostics (host.Host.Diag)",
+	"power.NewService":     "use the host's power service (host.Host.Power)",
+	"auth.New":             "use host.Host.Auth",
+	// the program builds the host once per session (tui/dcui); screens get it
+	"host.New": "take the services from the session (tui/dcui builds them)",
+}
+
+// builders are the packages whose constructors forbidden names.
+var builders = map[string]bool{
+	"context": true, module + "vm": true, module + "netcfg": true, module + "hostinfo": true,
+	module + "diag": true, module + "power": true, module + "auth": true, module + "host": true,
 }
 
 // TestLayering walks the non-test Go files under tui/.
@@ -71,7 +84,7 @@ func TestLayering(t *testing.T) {
 				return true
 			}
 			name := path.Base(ip) + "." + sel.Sel.Name
-			if ip != "context" && ip != module+"vm" {
+			if !builders[ip] || (name == "host.New" && pkg == "tui/dcui") {
 				return true
 			}
 			if why, bad := forbidden[name]; bad {

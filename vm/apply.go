@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/virtcon/virtcon/internal/fielderr"
 	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/internal/redact"
 	"github.com/virtcon/virtcon/internal/revert"
@@ -218,9 +219,15 @@ func checkUserDataMask(in, stored *CloudInit) error {
 	if in == nil || in.UserData != redact.Mask || (stored != nil && stored.UserData != "") {
 		return nil
 	}
-	return invalid(fieldErr("spec.cloudInit.userData", redact.Mask,
-		"is the placeholder shown in place of hidden user data, and this VM has none stored to keep: give the user data itself"))
+	fe := fieldErr("spec.cloudInit.userData", redact.Mask,
+		"is the placeholder shown in place of hidden user data, and this VM has none stored to keep: give the user data itself")
+	fe.Kind = ErrUserDataMask
+	return invalid(fe)
 }
+
+// ErrUserDataMask marks the field error of a user-data placeholder that
+// stands for no stored user data (a face says where the real one is).
+var ErrUserDataMask = fielderr.NewKind("user data placeholder without stored user data", ErrInvalid)
 
 // fillMACs gives every NIC without a MAC its stable generated one.
 func fillMACs(vm *VirtualMachine) {

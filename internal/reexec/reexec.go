@@ -16,8 +16,9 @@ import (
 const Env = "VIRTCON_REEXEC"
 
 var (
-	mu    sync.Mutex
-	modes = map[string]func() int{}
+	mu     sync.Mutex
+	modes  = map[string]func() int{}
+	inited bool // Init ran: this program dispatches its child modes
 )
 
 // Register records the child mode name: in a process started by Command
@@ -51,9 +52,12 @@ func validName(name string) bool {
 // the process with exit status 2 and a line on stderr: whatever started
 // it wanted a child, never this program's main.
 func Init() {
-	name, ok := os.LookupEnv(Env)
-	if !ok {
-		return
+	mu.Lock()
+	inited = true
+	mu.Unlock()
+	name := os.Getenv(Env)
+	if name == "" {
+		return // unset, or set empty: a normal start
 	}
 	os.Exit(run(name))
 }
@@ -102,11 +106,28 @@ func Command(ctx context.Context, exe, name string, env []string) *exec.Cmd {
 	cmd.Env = append(env, Env+"="+name)
 	mu.Lock()
 	_, known := modes[name]
+	dispatches := inited
 	mu.Unlock()
-	if !known {
+	switch {
+	case !known:
 		cmd.Err = fmt.Errorf("reexec: no child mode %q registered in this program", name)
+	case !dispatches && sameProgram(exe):
+		// the child would run this program's main (a test binary: its
+		// whole test suite) instead of the mode
+		cmd.Err = fmt.Errorf("reexec: child mode %q: this program never called reexec.Init, so its child would not run the mode", name)
 	}
 	return cmd
+}
+
+// sameProgram reports whether exe is this process's own executable.
+func sameProgram(exe string) bool {
+	self, err := os.Executable()
+	if err != nil {
+		return false
+	}
+	a, errA := os.Stat(self)
+	b, errB := os.Stat(exe)
+	return errA == nil && errB == nil && os.SameFile(a, b)
 }
 
 func progName() string {

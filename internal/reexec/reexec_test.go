@@ -148,3 +148,35 @@ func TestRegisterRefuses(t *testing.T) {
 		t.Errorf("Modes() = %s; want %s", got, want)
 	}
 }
+
+// An empty marker is no marker: the program starts normally.
+func TestEmptyMarkerIsNormalStart(t *testing.T) {
+	cmd := exec.Command(self(t), "-test.run", "^TestEmptyMarkerProbe$", "-test.v")
+	cmd.Env = append(os.Environ(), Env+"=", "VIRTCON_REEXEC_PROBE=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "main ran") {
+		t.Errorf("with %s= the program did not run its main: %v\n%s", Env, err, out)
+	}
+}
+
+func TestEmptyMarkerProbe(t *testing.T) {
+	if os.Getenv("VIRTCON_REEXEC_PROBE") == "" {
+		t.Skip("run by TestEmptyMarkerIsNormalStart only")
+	}
+	fmt.Println("main ran")
+}
+
+// A program that never called Init would run its own main (a test binary:
+// its test suite) as the child: Command refuses.
+func TestCommandNeedsInit(t *testing.T) {
+	mu.Lock()
+	inited = false
+	mu.Unlock()
+	t.Cleanup(func() { mu.Lock(); inited = true; mu.Unlock() })
+	if cmd := Command(context.Background(), self(t), "test-echo", nil); cmd.Err == nil {
+		t.Error("Command of this program's mode before Init: no error")
+	}
+	if cmd := Command(context.Background(), "/bin/true", "test-echo", nil); cmd.Err != nil {
+		t.Errorf("Command of another program: %v; want no error (it dispatches on its own)", cmd.Err)
+	}
+}

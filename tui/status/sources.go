@@ -2,11 +2,9 @@ package status
 
 import (
 	"context"
-	"errors"
 
 	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/hostinfo"
-	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/webterm"
 )
 
@@ -20,16 +18,9 @@ func LiveSources(h *host.Host) Sources {
 			return h.Info.Check(ctx, hostinfo.CheckRequest{})
 		},
 		VMs: h.VMs.List,
-		// the record alone: the status screen's one change to the host
-		// is ResolveExpiredTry's rollback (netcfg.Service.PendingTry also
-		// tidies a stale pending file, which is the Network screen's)
-		PendingTry: func() (*netcfg.Pending, error) {
-			p, err := netcfg.PendingTry(layout)
-			if errors.Is(err, netcfg.ErrNoPendingTry) {
-				return nil, nil
-			}
-			return p, err
-		},
+		// it only reads: the status screen's one change to the host is
+		// ResolveExpiredTry's rollback
+		PendingTry:        h.Net.PendingTry,
 		ResolveExpiredTry: h.Net.ResolveExpiredTry,
 		Addresses:         h.Info.Addresses,
 		WebTerminal:       func() (*webterm.Record, error) { return webterm.Read(layout) },
