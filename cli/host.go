@@ -16,7 +16,7 @@ func newHostCmd(env *Env) *cobra.Command {
 		Use:   "host",
 		Short: "Inspect this host: hardware inventory and readiness checks; reboot or power it off",
 	}
-	cmd.AddCommand(newHostInfoCmd(env), newHostCheckCmd(env),
+	cmd.AddCommand(newHostInfoCmd(env), newHostCheckCmd(env), newHostBootCmd(env), newHostStatusCmd(env),
 		newHostPowerCmd(env, power.ActionReboot), newHostPowerCmd(env, power.ActionPowerOff))
 	return cmd
 }

@@ -15,17 +15,24 @@ const (
 	FormatTable = "table"
 	FormatJSON  = "json"
 	FormatYAML  = "yaml"
+	// FormatWide is the table with more columns, for the commands that
+	// have them (annotationWide); elsewhere it is refused.
+	FormatWide = "wide"
 )
+
+// annotationWide marks a command whose table has a wide form.
+const annotationWide = "virtcon.io/output-wide"
 
 func validFormat(f string) error {
 	switch f {
-	case FormatTable, FormatJSON, FormatYAML:
+	case FormatTable, FormatJSON, FormatYAML, FormatWide:
 		return nil
 	}
-	return &UsageError{fmt.Errorf("--output: unknown format %q (want table, json or yaml)", f)}
+	return &UsageError{fmt.Errorf("--output: unknown format %q (want table, wide, json or yaml)", f)}
 }
 
-// render writes data in the chosen format; table draws the human view.
+// render writes data in the chosen format; table draws the human view
+// (and wide, which the table function widens itself).
 func render(w io.Writer, format string, data any, table func(w io.Writer) error) error {
 	switch format {
 	case FormatJSON:

@@ -88,12 +88,12 @@ progress and warnings to stderr. Exit codes: 0 ok, 1 error, 2 usage, 3 check fai
 		},
 	}
 	fl := root.PersistentFlags()
-	fl.StringVarP(&env.Output, "output", "o", FormatTable, "output format: table, json or yaml")
+	fl.StringVarP(&env.Output, "output", "o", FormatTable, "output format: table, json or yaml (wide: the table with more columns, virt vm list)")
 	fl.StringVar(&env.Root, "root", "", "relocate virtcon's config, state, runtime and log directories under `DIR` (env VIRTCON_ROOT)")
 	fl.StringVar(&env.HostRoot, "host-root", "", "read the host's /proc, /sys and /dev under `DIR` (env VIRTCON_HOST_ROOT)")
 	fl.StringVar(&env.LogLevel, "log-level", "warn", "log level on stderr: debug, info, warn or error")
 	fl.BoolVar(&env.NoColor, "no-color", false, "never use colour (also NO_COLOR)")
-	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
+	_ = root.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{FormatTable, FormatWide, FormatJSON, FormatYAML}, cobra.ShellCompDirectiveNoFileComp))
 	_ = root.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &UsageError{err} })
 
@@ -151,6 +151,9 @@ func (e *Env) setup(cmd *cobra.Command) error {
 	}
 	if err := validFormat(e.Output); err != nil {
 		return err
+	}
+	if e.Output == FormatWide && cmd.Annotations[annotationWide] == "" {
+		return &UsageError{fmt.Errorf("--output wide: %s has no wide table (want table, json or yaml; virt vm list has one)", cmd.CommandPath())}
 	}
 	if _, ok := os.LookupEnv("NO_COLOR"); ok || e.NoColor || os.Getenv("TERM") == "dumb" {
 		e.IO.Color = false

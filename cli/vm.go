@@ -7,8 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/internal/duration"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/vm"
 	"golang.org/x/term"
@@ -100,7 +102,9 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 		cpus                                         int
 		memory, disk, image, kernel, initrd, cmdline string
 		userData, accel, firmware                    string
-		start                                        bool
+		start, autostart                             bool
+		startupOrder                                 int
+		startupDelay                                 time.Duration
 		labels, networks                             []string
 	)
 	cmd := &cobra.Command{
@@ -115,6 +119,15 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 			v := &vm.VirtualMachine{APIVersion: vm.APIVersion, Kind: vm.Kind}
 			v.Metadata.Name = args[0]
 			v.Spec.CPUs, v.Spec.Accel, v.Spec.Firmware, v.Spec.Running = cpus, accel, firmware, start
+			v.Spec.Autostart = autostart
+			if startupOrder != 0 || startupDelay != 0 {
+				// bounds checked by admission, by their spec field
+				v.Spec.Startup = &vm.Startup{Order: startupOrder}
+				if startupDelay != 0 {
+					d := duration.Duration(startupDelay)
+					v.Spec.Startup.Delay = &d
+				}
+			}
 			if cpus < 1 {
 				// 0 in a manifest means "the default"; typed on the command line it is a mistake
 				return &UsageError{fmt.Errorf("--cpus %d: must be at least 1", cpus)}
@@ -196,6 +209,9 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	f.StringVar(&accel, "accel", "auto", "accelerator: auto (kvm only when the host probe proved it works), kvm or tcg")
 	f.StringVar(&firmware, "firmware", "", "uefi or bios (default uefi; bios with --kernel)")
 	f.BoolVar(&start, "start", false, "start the VM once created")
+	f.BoolVar(&autostart, "autostart", false, "start the VM when the host boots (virt host boot; docs/host.md)")
+	f.IntVar(&startupOrder, "startup-order", 0, fmt.Sprintf("its place in the boot's starts: lower first, then by name (0 to %d)", vm.MaxStartupOrder))
+	durationFlag(f, &startupDelay, "startup-delay", 0, "wait this long before starting it at boot (at most 1h)")
 	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
 	f.StringArrayVar(&networks, "network", nil, "a NIC on a VM network of network.yaml (NAME) or on a host bridge (bridge=BR), optionally ,mac=M,model=virtio|e1000 (repeatable; none: user-mode networking)")
 	_ = cmd.RegisterFlagCompletionFunc("image", imageNames(env))
@@ -288,7 +304,11 @@ func newVMListCmd(env *Env) *cobra.Command {
 		Use:     "list",
 		Aliases: []string{"ls"},
 		Short:   "List VMs: ours with their live phase, our orphans, and external QEMU/libvirt guests",
-		Args:    cobra.NoArgs,
+		Long: `List VMs: ours with their live phase, our orphans, and external QEMU/libvirt
+guests. -o wide adds what the host's boot does with each VM: AUTOSTART, its
+startup ORDER and DELAY (virt host boot).`,
+		Annotations: map[string]string{annotationWide: "true"},
+		Args:        cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			entries, err := env.vms().List(cmd.Context())
 			if entries == nil {
@@ -297,14 +317,23 @@ func newVMListCmd(env *Env) *cobra.Command {
 				}
 				entries = []vm.Entry{}
 			}
+			wide := env.Output == FormatWide
 			if rerr := render(env.IO.Out, env.Output, entries, func(w io.Writer) error {
-				fmt.Fprintln(w, "NAME\tCLASS\tPHASE\tACCEL\tPID\tCPUS\tMEMORY\tUID")
+				head := "NAME\tCLASS\tPHASE\tACCEL\tPID\tCPUS\tMEMORY\t"
+				if wide {
+					head += "AUTOSTART\tORDER\tDELAY\t"
+				}
+				fmt.Fprintln(w, head+"UID")
 				for _, e := range entries {
 					uid := e.UID
 					if uid == "" {
 						uid = e.Path // an orphaned file or TAP
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", dash(e.Name), e.Class, e.Phase, dash(e.Accel), count(e.PID), count(e.CPUs), mib(e.MemoryMiB), dash(uid))
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t", dash(e.Name), e.Class, e.Phase, dash(e.Accel), count(e.PID), count(e.CPUs), mib(e.MemoryMiB))
+					if wide {
+						fmt.Fprintf(w, "%s\t", autostartCells(e))
+					}
+					fmt.Fprintf(w, "%s\n", dash(uid))
 				}
 				return nil
 			}); rerr != nil {
@@ -363,6 +392,7 @@ func newVMShowCmd(env *Env) *cobra.Command {
 				writeCgroup(w, v.Status.Cgroup)
 				fmt.Fprintf(w, "CPUs:\t%d\nMemory:\t%d MiB\nFirmware:\t%s\n", v.Spec.CPUs, v.Spec.MemoryMiB, v.Spec.Firmware)
 				fmt.Fprintf(w, "Generation:\t%d (observed %d)\n", v.Metadata.Generation, v.Status.ObservedGeneration)
+				fmt.Fprintf(w, "Autostart:\t%s\n", autostartLine(v.Spec))
 				for _, d := range v.Spec.Disks {
 					fmt.Fprintf(w, "Disk %s:\timage %s, size %s\n", d.Name, dash(d.Image), dash(d.Size))
 				}
@@ -576,4 +606,32 @@ func newVMGCCmd(env *Env) *cobra.Command {
 	}
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "only list what would be removed")
 	return cmd
+}
+
+// autostartCells are the wide list's AUTOSTART, ORDER and DELAY cells:
+// "-" for the guests that are not ours (the boot never starts them).
+func autostartCells(e vm.Entry) string {
+	if !e.Actionable() && e.Class != vm.ClassUnreadable {
+		return "-\t-\t-"
+	}
+	if e.Class == vm.ClassUnreadable {
+		return "?\t?\t?" // the spec says, and it cannot be read
+	}
+	return fmt.Sprintf("%s\t%d\t%s", yesNo(e.Autostart), e.StartupOrder, e.StartupDelay)
+}
+
+// autostartLine is `vm show`'s Autostart line.
+func autostartLine(s vm.Spec) string {
+	what := "no (virt host boot leaves it stopped"
+	if s.Autostart {
+		what = "yes (virt host boot starts it"
+	}
+	return fmt.Sprintf("%s; startup order %d, delay %s)", what, s.StartupOrder(), s.StartupDelay())
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
 }

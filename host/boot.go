@@ -289,9 +289,10 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 }
 
 // bootShutdownRecord reads the shutdown record into rec and returns the
-// UIDs it says to restore: none unless onBoot is restore and no boot has
-// acted on the record before.
-func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord) map[string]bool {
+// UIDs it says to start, with why: none unless no boot has acted on the
+// record before, and onBoot is restore (WhyRestore) or the shutdown saved
+// the guests (WhySaved).
+func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord) map[string]string {
 	sr, err := LoadShutdownRecord(h.Layout)
 	if err != nil {
 		rec.Shutdown = &BootShutdown{Error: err.Error()}
@@ -311,21 +312,29 @@ func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord) map[string]bo
 	}
 	t := sr.Time
 	rec.ShutdownActedOn = &t
-	if policy.OnBoot != OnBootRestore {
+	why := WhyRestore
+	switch {
+	case policy.OnBoot == OnBootRestore:
+	case sr.OnShutdown == OnShutdownSave:
+		// their state waits on disk: resumed whatever onBoot says, as
+		// the shutdown that saved them promised
+		why = WhySaved
+	default:
 		bs.Note = "onBoot is " + policy.OnBoot + ": only autostart VMs start"
 		return nil
 	}
 	bs.Used = true
-	restore := map[string]bool{}
+	restore := map[string]string{}
 	for _, uid := range sr.Running {
-		restore[strings.ToLower(uid)] = true
+		restore[strings.ToLower(uid)] = why
 	}
 	return restore
 }
 
 // planBoot lists the VMs a boot starts: ours (MANAGED or MISSING), with
-// spec.autostart or in restore, by spec.startup.order, then name.
-func planBoot(entries []vm.Entry, restore map[string]bool) []BootVM {
+// spec.autostart or in restore (UID to why), by spec.startup.order, then
+// name.
+func planBoot(entries []vm.Entry, restore map[string]string) []BootVM {
 	var plan []BootVM
 	for _, e := range entries {
 		if !e.Actionable() {
@@ -335,8 +344,8 @@ func planBoot(entries []vm.Entry, restore map[string]bool) []BootVM {
 		switch {
 		case e.Autostart:
 			why = WhyAutostart
-		case restore[e.UID]:
-			why = WhyRestore
+		case restore[e.UID] != "":
+			why = restore[e.UID]
 		default:
 			continue
 		}

@@ -156,11 +156,11 @@ func TestPlanBoot(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name    string
-		restore map[string]bool
+		restore map[string]string
 		want    []string
 	}{
 		{"autostart: by order, then name regardless of case", nil, []string{"up", "cache", "DB", "web"}},
-		{"restore adds the VMs that ran, in the same order", map[string]bool{"uid-zeta": true, "uid-gone": true, "uid-ext": true}, []string{"gone", "up", "cache", "DB", "web", "zeta"}},
+		{"restore adds the VMs that ran, in the same order", map[string]string{"uid-zeta": WhyRestore, "uid-gone": WhyRestore, "uid-ext": WhyRestore}, []string{"gone", "up", "cache", "DB", "web", "zeta"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			plan := planBoot(entries, tc.restore)
@@ -169,7 +169,7 @@ func TestPlanBoot(t *testing.T) {
 			}
 			for _, v := range plan {
 				want := WhyAutostart
-				if tc.restore[v.UID] && v.Name != "up" {
+				if tc.restore[v.UID] != "" && v.Name != "up" {
 					want = WhyRestore
 				}
 				if v.Why != want {
@@ -478,5 +478,24 @@ func TestStatus(t *testing.T) {
 	}
 	if st.Shutdown != nil || !strings.Contains(st.ShutdownError, "damaged") {
 		t.Errorf("shutdown %+v, error %q; want it damaged", st.Shutdown, st.ShutdownError)
+	}
+}
+
+// A shutdown that saved its guests has them resumed whatever onBoot says.
+func TestBootResumesSaved(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	saved := stopped("saved", false, 0, 0)
+	saved.Phase = phaseSaved
+	vms := &fakeVMs{entries: []vm.Entry{saved, stopped("off", false, 0, 0)}}
+	if err := WriteShutdownRecord(h.Layout, &ShutdownRecord{Time: time.Now().UTC(), OnShutdown: OnShutdownSave, Running: []string{"uid-saved"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(vms.started, []string{"uid-saved"}) || len(rec.VMs) != 1 || rec.VMs[0].Why != WhySaved {
+		t.Errorf("started %v, record %+v; want the saved VM resumed, why saved", vms.started, rec.VMs)
 	}
 }

@@ -37,8 +37,9 @@ func ShutdownRecordFile(layout paths.Layout) string {
 }
 
 // ShutdownRecord is what `virt host shutdown-guests` writes before it
-// stops anything: the VMs that run, which `onBoot: restore` starts again
-// at the next boot.
+// stops anything: the VMs that run, which the next boot starts again with
+// `onBoot: restore`, or whatever onBoot says when OnShutdown is save
+// (their state waits on disk).
 type ShutdownRecord struct {
 	// Time is when the shutdown began.
 	Time time.Time `json:"time"`
@@ -89,6 +90,9 @@ const (
 	WhyAutostart = "autostart"
 	// WhyRestore: it ran at the last clean shutdown (onBoot: restore).
 	WhyRestore = "restore"
+	// WhySaved: the last shutdown saved its state (onShutdown: save);
+	// the start resumes it, whatever onBoot says.
+	WhySaved = "saved"
 )
 
 // Network results of a boot (BootNetwork.Result).
@@ -183,7 +187,8 @@ type BootShutdown struct {
 	Time time.Time `json:"time"`
 	// Running is how many VMs it lists.
 	Running int `json:"running"`
-	// Used: the boot restored its VMs (onBoot: restore). A record is
+	// Used: the boot started its VMs (onBoot: restore, or a shutdown
+	// that saved them). A record is
 	// acted on once (ShutdownActedOn): a boot that finds one an earlier
 	// boot acted on (the last shutdown was not clean) uses it no more.
 	Used bool `json:"used"`

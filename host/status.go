@@ -1,11 +1,19 @@
 package host
 
+import (
+	"errors"
+	"io/fs"
+	"os"
+)
+
 // Status is the host's lifecycle as `virt host status` shows it: the
 // policy in effect (or why host.yaml does not load), what the last boot
 // did and what the last shutdown found running. Each part that cannot be
 // read says so in its error and leaves the others.
 type Status struct {
 	PolicyFile string `json:"policyFile"`
+	// PolicyFromFile: host.yaml exists (else the defaults are in effect).
+	PolicyFromFile bool `json:"policyFromFile"`
 	// Policy is in effect: the file's, or the defaults without one; nil
 	// when the file does not load (PolicyError), and then `virt host
 	// boot` starts no VM.
@@ -24,6 +32,9 @@ type Status struct {
 // Status reads the host's lifecycle records and its policy.
 func (h *Host) Status() *Status {
 	st := &Status{PolicyFile: PolicyFile(h.Layout)}
+	if _, err := os.Stat(st.PolicyFile); !errors.Is(err, fs.ErrNotExist) {
+		st.PolicyFromFile = true // an unreadable one is refused below
+	}
 	if p, err := LoadPolicy(h.Layout); err != nil {
 		st.PolicyError = err.Error()
 	} else {

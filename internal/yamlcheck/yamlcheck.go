@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"time"
 
 	"github.com/virtcon/virtcon/internal/redact"
 	"go.yaml.in/yaml/v3"
@@ -52,9 +53,19 @@ func check(n *yaml.Node, t reflect.Type, path string, out *[]Problem) {
 	bad := func(want string) {
 		*out = append(*out, Problem{field, shown(n, t, path), "must be " + want})
 	}
-	if t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler) ||
-		t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+	if t.Implements(unmarshaler) || reflect.PointerTo(t).Implements(unmarshaler) {
 		return // the type reads itself: its own errors say what is wrong
+	}
+	if t.Implements(textUnmarshaler) || reflect.PointerTo(t).Implements(textUnmarshaler) {
+		// the type reads itself; a scalar it refuses (a duration) gets its
+		// error, which names the value, under the field's path, which the
+		// decoder's error would not give (time.Time is the decoder's own)
+		if n.Kind == yaml.ScalarNode && t != timeType {
+			if err := reflect.New(t).Interface().(encoding.TextUnmarshaler).UnmarshalText([]byte(n.Value)); err != nil {
+				*out = append(*out, Problem{field, nil, err.Error()})
+			}
+		}
+		return
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -127,6 +138,7 @@ func check(n *yaml.Node, t reflect.Type, path string, out *[]Problem) {
 var (
 	unmarshaler     = reflect.TypeFor[yaml.Unmarshaler]()
 	textUnmarshaler = reflect.TypeFor[encoding.TextUnmarshaler]()
+	timeType        = reflect.TypeFor[time.Time]()
 )
 
 // maxShown bounds the value an error repeats: errors reach logs and

@@ -12,7 +12,13 @@ import (
 
 type level string
 
-func (l *level) UnmarshalText(b []byte) error { *l = level(b); return nil }
+func (l *level) UnmarshalText(b []byte) error {
+	if string(b) == "loud" {
+		return fmt.Errorf("%q is not a level", b)
+	}
+	*l = level(b)
+	return nil
+}
 
 type doc struct {
 	Name   string            `yaml:"name"`
@@ -57,6 +63,7 @@ func TestCheck(t *testing.T) {
 		{"case typo", "Name: a\n", []string{`Name|<nil>|unknown field (did you mean "name"?)`}},
 		{"nested unknown", "items: [{size: 1G, bus: sata}]\n", []string{"items[0].bus|<nil>|unknown field"}},
 		{"wrong scalar", "count: many\n", []string{"count|many|must be an integer"}},
+		{"a value its type refuses, by its path", "level: loud\n", []string{`level|<nil>|"loud" is not a level`}},
 		{"YAML 1.1 boolean", "on: yes\n", []string{"on|yes|must be true or false"}},
 		{"list for a string", "name: [a]\n", []string{"name|a list|must be a string"}},
 		{"string for a list", "items: lots\n", []string{"items|a string|must be a list"}},
