@@ -42,6 +42,9 @@ type Result struct {
 	// Changed is true when the host differed from the configuration: steps
 	// ran (with DryRun, would run).
 	Changed bool `json:"changed"`
+	// Lengthened, for an ApplyDesired with AtLeast, is why the trial is
+	// longer than asked for (its Min is the trial taken); nil otherwise.
+	Lengthened *DeadlineTooShortError `json:"-"`
 }
 
 // AppliedFile is where the last applied configuration is recorded: a

@@ -699,3 +699,30 @@ func TestApplyIntegrationRefusedDuringTry(t *testing.T) {
 		t.Errorf("applied record after the rollback: %+v, %v; want none, as before the try", prev, err)
 	}
 }
+
+// AtLeast: a change that needs a longer trial than asked (a new STP
+// bridge: 2 × its 15 s forward delay plus the margin) goes on the least
+// it needs instead of being refused, and the result says why.
+func TestApplyIntegrationAtLeastLengthensTheTry(t *testing.T) {
+	applyITNS(t)
+	layout := paths.New(t.TempDir())
+	tryTestKillWatchdogs(t, PendingPath(layout))
+	ctx := context.Background()
+	log := testutil.Logger(t)
+	cfg := applyITConfig([]Bridge{{Name: "brstp0", STP: true}}, nil, nil)
+	if _, _, err := ApplyDesired(ctx, log, layout, cfg, DesiredOptions{Try: 10 * time.Second}); !errors.Is(err, ErrDeadlineTooShort) {
+		t.Fatalf("without AtLeast: %v; want ErrDeadlineTooShort", err)
+	}
+	res, p, err := ApplyDesired(ctx, log, layout, cfg, DesiredOptions{Try: 10 * time.Second, AtLeast: true})
+	applyITMust(t, err)
+	if res.Lengthened == nil || res.Lengthened.Min != 35*time.Second || res.Lengthened.STP != 30*time.Second {
+		t.Errorf("Lengthened = %+v; want Min 35s for STP 30s", res.Lengthened)
+	}
+	if got := p.Deadline.Sub(p.Started); got < 34*time.Second || got > 36*time.Second {
+		t.Errorf("the try runs %v; want the 35s the change needs", got)
+	}
+	applyITMust(t, RollbackDesired(ctx, layout))
+	if applyITState(t).Link("brstp0") != nil {
+		t.Error("brstp0 still there after the rollback")
+	}
+}

@@ -60,6 +60,10 @@ type DesiredOptions struct {
 	// Try, when positive, applies as a try that rolls back after this long
 	// unless ConfirmDesired runs first.
 	Try time.Duration
+	// AtLeast makes Try the least trial: a change that needs a longer one
+	// (STP on a bridge with a long forward delay) goes on the least it
+	// needs instead of being refused, and Result.Lengthened says why.
+	AtLeast bool
 	// DryRun only plans: nothing changes and no file is written.
 	DryRun bool
 	// Data, when set, is the file as the operator wrote it (comments
@@ -84,6 +88,20 @@ type DesiredOptions struct {
 // run whose plan the default-route rule refuses returns the plan and the
 // refusal.
 func ApplyDesired(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts DesiredOptions) (*Result, *Pending, error) {
+	res, p, err := applyDesired(ctx, log, layout, cfg, opts)
+	var short *DeadlineTooShortError
+	if opts.AtLeast && opts.Try > 0 && errors.As(err, &short) && short.Min > opts.Try {
+		// refused before anything changed: again, on the least it needs
+		opts.Try = short.Min
+		res, p, err = applyDesired(ctx, log, layout, cfg, opts)
+		if res != nil {
+			res.Lengthened = short
+		}
+	}
+	return res, p, err
+}
+
+func applyDesired(ctx context.Context, log *slog.Logger, layout paths.Layout, cfg *Config, opts DesiredOptions) (*Result, *Pending, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -103,18 +103,15 @@ func (m *Model) poll() tea.Cmd {
 // the bridges forward before anything changes, and says the least.
 func (m *Model) applyCmd(e *edit) tea.Cmd {
 	ctx, src, cfg, cli := m.c.Ctx, m.src, e.next, e.cli
-	apply := func(try time.Duration) (*netcfg.Result, *netcfg.Pending, error) {
-		ctx, cancel := context.WithTimeout(ctx, try+applySlack)
-		defer cancel()
-		return src.ApplyDesired(ctx, cfg, netcfg.DesiredOptions{Try: try})
-	}
 	return func() tea.Msg {
+		// the trial may grow to what the change needs (AtLeast): the
+		// timeout leaves room for the longest the core takes
+		ctx, cancel := context.WithTimeout(ctx, maxTry+applySlack)
+		defer cancel()
 		msg := appliedMsg{try: TryFor, cli: cli}
-		msg.res, msg.pending, msg.err = apply(msg.try)
-		var short *netcfg.DeadlineTooShortError
-		if errors.As(msg.err, &short) && short.Min > msg.try {
-			msg.try, msg.longer = short.Min, short
-			msg.res, msg.pending, msg.err = apply(msg.try)
+		msg.res, msg.pending, msg.err = src.ApplyDesired(ctx, cfg, netcfg.DesiredOptions{Try: TryFor, AtLeast: true})
+		if msg.res != nil && msg.res.Lengthened != nil {
+			msg.try, msg.longer = msg.res.Lengthened.Min, msg.res.Lengthened
 		}
 		return msg
 	}

@@ -22,6 +22,10 @@ const (
 	// applySlack is how long an apply on trial may take beyond its
 	// trial: apply and verify end before the deadline.
 	applySlack = 30 * time.Second
+	// maxTry is the longest trial an apply may grow to (AtLeast): STP's
+	// forward delay is at most 30 s, so a change needs at most 2 × 30 s
+	// plus the core's margin.
+	maxTry = 60*time.Second + netcfg.TryMargin
 	// testTimeout covers CheckManagement, whose checks run at once.
 	testTimeout = 2*netcfg.DefaultCheckTimeout + 5*time.Second
 	// reloadEvery is the period of the background reload, in ticks.

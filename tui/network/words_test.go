@@ -25,7 +25,23 @@ type wordsFake struct {
 	confirmErr, rollbackErr error
 }
 
+// ApplyDesired does what the core does with AtLeast (netcfg's own test
+// covers the core): a refusal for a too-short trial is applied again on
+// the least the change needs, and the result says why.
 func (f *wordsFake) ApplyDesired(ctx context.Context, cfg *netcfg.Config, opts netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error) {
+	res, p, err := f.applyOnce(ctx, cfg, opts)
+	var short *netcfg.DeadlineTooShortError
+	if opts.AtLeast && errors.As(err, &short) && short.Min > opts.Try {
+		opts.Try = short.Min
+		res, p, err = f.applyOnce(ctx, cfg, opts)
+		if res != nil {
+			res.Lengthened = short
+		}
+	}
+	return res, p, err
+}
+
+func (f *wordsFake) applyOnce(ctx context.Context, cfg *netcfg.Config, opts netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error) {
 	f.mu.Lock()
 	n := len(f.applies)
 	f.mu.Unlock()
