@@ -41,9 +41,10 @@ type FieldError struct {
 	Value any
 	Msg   string
 	// Kind, when set, classifies the problem by itself: errors.Is(fe, k)
-	// holds for k and what k wraps. A FieldError returned alone carries
-	// its package's kind; one a face words in its own way carries a
-	// narrower kind the face branches on.
+	// holds for k and what k wraps. netcfg's FieldErrors carry its kind,
+	// so one returned alone is errors.Is netcfg.ErrInvalid; vm's reach the
+	// caller inside a ValidationError, which carries the kind. A problem a
+	// face words in its own way carries a narrower kind it branches on.
 	Kind error
 }
 
