@@ -128,3 +128,21 @@ func TestHostBootAndStatus(t *testing.T) {
 		t.Errorf("host status -o json: %+v", js)
 	}
 }
+
+// virt vm autostart sets autostart, keeping the order and delay unless
+// told otherwise.
+func TestVMAutostartCmd(t *testing.T) {
+	root, kernel := vmRoot(t)
+	createdUID(t, root, kernel, "web", "--startup-order", "3", "--startup-delay", "5s")
+	if out := mustRun(t, "--root", root, "vm", "autostart", "web", "on"); !strings.Contains(out, "web: autostart on, startup order 3, delay 5s") {
+		t.Errorf("vm autostart web on: %q", out)
+	}
+	if out := mustRun(t, "--root", root, "vm", "autostart", "web", "off", "--startup-delay", "0"); !strings.Contains(out, "web: autostart off, startup order 3, delay 0s") {
+		t.Errorf("vm autostart web off --startup-delay 0: %q", out)
+	}
+	for _, args := range [][]string{{"web", "maybe"}, {"web", "on", "--startup-order", "-1"}} {
+		if _, errOut, code := run(t, append([]string{"--root", root, "vm", "autostart"}, args...)...); code != ExitUsage {
+			t.Errorf("vm autostart %v: exit %d (%s); want %d", args, code, errOut, ExitUsage)
+		}
+	}
+}

@@ -94,6 +94,7 @@ func newVMCmd(env *Env) *cobra.Command {
 		newVMSimpleCmd(env, "pause", "Freeze a running VM's vCPUs", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Pause(c.Context(), ref) }),
 		newVMSimpleCmd(env, "resume", "Continue a paused VM", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Resume(c.Context(), ref) }),
 		newVMDeleteCmd(env), newVMConsoleCmd(env), newVMLogsCmd(env), newVMIPCmd(env), newVMGCCmd(env))
+	cmd.AddCommand(newVMAutostartCmd(env))
 	return cmd
 }
 

@@ -90,6 +90,9 @@ func (f *fakeVMs) Reboot(_ context.Context, ref string) error { return f.record(
 func (f *fakeVMs) Delete(_ context.Context, ref string, _ bool) error {
 	return f.record("delete", ref)
 }
+func (f *fakeVMs) SetAutostart(_ context.Context, ref string, _ bool, _ int, _ time.Duration) error {
+	return f.record("autostart", ref)
+}
 
 func (f *fakeVMs) Console(_ context.Context, ref string, _ io.Reader, _ io.Writer, _ func(*vm.VirtualMachine)) error {
 	return f.record("console", ref)

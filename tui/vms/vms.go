@@ -29,6 +29,9 @@ type Manager interface {
 	Stop(ctx context.Context, ref string, opts vm.StopOptions) error
 	Reboot(ctx context.Context, ref string) error
 	Delete(ctx context.Context, ref string, force bool) error
+	// SetAutostart sets whether the host's boot starts the VM, and where
+	// in its order (vm.Manager.SetAutostart).
+	SetAutostart(ctx context.Context, ref string, on bool, order int, delay time.Duration) error
 	// Console attaches in and out to the VM's serial console until
 	// Ctrl-], EOF on in or ctx ends; it never stops the VM.
 	Console(ctx context.Context, ref string, in io.Reader, out io.Writer, attached func(*vm.VirtualMachine)) error
@@ -67,6 +70,9 @@ const (
 	actReboot
 	actDelete
 	actConsole
+	// actAutostart turns the VM's autostart on when it is off and off
+	// when it is on, keeping its startup order and delay.
+	actAutostart
 )
 
 // menuItems is the action menu, in order. The key that picks each is its
@@ -80,6 +86,7 @@ var menuItems = []struct {
 	{actStop, "Stop (ACPI power button, 60s)"},
 	{actForceStop, "Force stop (quit QEMU at once)"},
 	{actReboot, "Reboot (hard reset)"},
+	{actAutostart, "Turn autostart on/off"}, // menuLabel words it by the VM
 	{actDelete, "Delete..."},
 	{actConsole, "Console (Ctrl-] detaches)"},
 }
@@ -97,6 +104,8 @@ func (a action) progress() string {
 		return "rebooting"
 	case actDelete:
 		return "deleting"
+	case actAutostart:
+		return "saving"
 	}
 	return "busy"
 }
@@ -138,6 +147,18 @@ func (a action) cli(name string) string {
 	return "virt vm list"
 }
 
+// cliFor is a.cli for the VM e: the autostart toggle's command says which
+// way it goes.
+func cliFor(a action, e vm.Entry) string {
+	if a != actAutostart {
+		return a.cli(e.Name)
+	}
+	if e.Autostart {
+		return "virt vm autostart " + common.ShellQuote(e.Name) + " off"
+	}
+	return "virt vm autostart " + common.ShellQuote(e.Name) + " on"
+}
+
 func (a action) timeout() time.Duration {
 	switch a {
 	case actStart:
@@ -159,6 +180,8 @@ type (
 		act  action
 		name string
 		err  error
+		// done, when set, is the message instead of act.done()'s
+		done string
 	}
 	consoleDoneMsg struct {
 		name string
@@ -172,7 +195,7 @@ type (
 type KeyMap struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
 	Menu, Start, Stop, ForceStop, Reboot  key.Binding
-	Delete, Console                       key.Binding
+	Delete, Console, Autostart            key.Binding
 	// the action menu's own keys, and the console's way out
 	Choose, Close, Detach key.Binding
 }
@@ -194,6 +217,8 @@ func (k KeyMap) action(a action) key.Binding {
 		return k.Delete
 	case actConsole:
 		return k.Console
+	case actAutostart:
+		return k.Autostart
 	}
 	return key.Binding{}
 }
@@ -242,6 +267,7 @@ func DefaultKeyMap() KeyMap {
 		Reboot:    keys.On("b").Help("b", "reboot"),
 		Delete:    keys.On("delete", "D").Help("Del/D", "delete"),
 		Console:   keys.On("c").Help("c", "console"),
+		Autostart: keys.On("t").Help("t", "autostart on/off"),
 
 		Choose: keys.On("enter").Help("enter", "choose"),
 		Close:  keys.On("esc").Help("esc", "close"),
@@ -249,7 +275,8 @@ func DefaultKeyMap() KeyMap {
 	}
 }
 
-// ShortHelp is the list's legend; it fits one 76-column line.
+// ShortHelp is the list's legend; it fits one 76-column line (Autostart,
+// which would not, is in the menu and the help screen).
 func (k KeyMap) ShortHelp() []key.Binding {
 	return []key.Binding{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console}
 }
@@ -258,7 +285,7 @@ func (k KeyMap) ShortHelp() []key.Binding {
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
-		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Delete, k.Console, k.Detach},
+		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Autostart, k.Delete, k.Console, k.Detach},
 		{k.Choose, k.menuLetters(), k.Close},
 	}
 }
@@ -352,10 +379,10 @@ func (m *Model) CLI() string {
 		return "virt vm list"
 	}
 	if m.menu != nil {
-		return menuItems[m.menu.idx].act.cli(e.Name)
+		return cliFor(menuItems[m.menu.idx].act, e)
 	}
 	if a, ok := m.busy[entryKey(e)]; ok {
-		return a.cli(e.Name)
+		return cliFor(a, e)
 	}
 	if running(e) {
 		return actStop.cli(e.Name)
@@ -458,6 +485,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			if m.c.Logger != nil {
 				m.c.Logger.Warn("vms: action failed", "vm", msg.name, "action", msg.act.progress(), "err", msg.err)
 			}
+		} else if msg.done != "" {
+			m.ok(msg.name + " " + msg.done)
 		} else {
 			m.ok(msg.name + " " + msg.act.done())
 		}
@@ -538,6 +567,8 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		return m.request(actDelete)
 	case key.Matches(msg, k.Console):
 		return m.request(actConsole)
+	case key.Matches(msg, k.Autostart):
+		return m.request(actAutostart)
 	case msg.String() == "esc":
 		m.msg = ""
 	}
@@ -692,11 +723,15 @@ func (m *Model) run(a action, e vm.Entry) tea.Cmd {
 	if ref == "" {
 		ref = name
 	}
+	on, order, delay := !e.Autostart, e.StartupOrder, e.StartupDelay
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(parent, a.timeout())
 		defer cancel()
 		var err error
 		switch a {
+		case actAutostart:
+			err = mgr.SetAutostart(ctx, ref, on, order, delay)
+			return actionDoneMsg{key: k, act: a, name: name, err: err, done: autostartDone(on)}
 		case actStart:
 			err = mgr.Start(ctx, ref)
 		case actStop:
@@ -897,6 +932,9 @@ func (m *Model) detailLine() string {
 	if e.AccelReason != "" {
 		notes = append(notes, "accel: "+e.AccelReason)
 	}
+	if e.Autostart {
+		notes = append(notes, autostartNote(e))
+	}
 	if len(notes) == 0 && actionable(e) {
 		notes = append(notes, "enter: actions")
 	}
@@ -992,7 +1030,7 @@ func (m *Model) menuBox() []string {
 		kw = max(kw, lipgloss.Width(b.Help().Key))
 	}
 	for i, it := range menuItems {
-		l := fmt.Sprintf("%-*s %s", kw, m.keys.action(it.act).Help().Key, it.label)
+		l := fmt.Sprintf("%-*s %s", kw, m.keys.action(it.act).Help().Key, menuLabel(it.act, it.label, e))
 		if i == m.menu.idx {
 			lines = append(lines, s.Selected.Render("> "+l))
 		} else {
@@ -1064,4 +1102,38 @@ func overlay(base, box []string, w int) []string {
 		base[y+i] = ansi.Cut(plain, 0, x) + l + ansi.Cut(plain, x+lipgloss.Width(l), w)
 	}
 	return base
+}
+
+// menuLabel is a menu item's label for the VM e: the autostart toggle
+// says what it will do.
+func menuLabel(a action, label string, e vm.Entry) string {
+	if a != actAutostart {
+		return label
+	}
+	if e.Autostart {
+		return "Turn autostart off"
+	}
+	return "Turn autostart on"
+}
+
+func autostartDone(on bool) string {
+	if on {
+		return "will start when the host boots (autostart on)"
+	}
+	return "will stay stopped when the host boots (autostart off)"
+}
+
+// autostartNote is the detail line's word on a VM that autostarts.
+func autostartNote(e vm.Entry) string {
+	n := "autostart"
+	if e.StartupOrder != 0 {
+		n += fmt.Sprintf(" (order %d", e.StartupOrder)
+		if e.StartupDelay != 0 {
+			n += ", delay " + e.StartupDelay.String()
+		}
+		n += ")"
+	} else if e.StartupDelay != 0 {
+		n += " (delay " + e.StartupDelay.String() + ")"
+	}
+	return n
 }

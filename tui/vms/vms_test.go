@@ -103,6 +103,9 @@ func (f *fakeManager) Reboot(ctx context.Context, ref string) error {
 func (f *fakeManager) Delete(ctx context.Context, ref string, force bool) error {
 	return f.record(ctx, call{op: "delete", ref: ref, force: force})
 }
+func (f *fakeManager) SetAutostart(ctx context.Context, ref string, on bool, order int, delay time.Duration) error {
+	return f.record(ctx, call{op: fmt.Sprintf("autostart %v %d %v", on, order, delay), ref: ref})
+}
 
 // Console echoes in to out until Ctrl-] or ctx ends, like the core.
 func (f *fakeManager) Console(ctx context.Context, ref string, in io.Reader, out io.Writer, attached func(*vm.VirtualMachine)) error {
@@ -701,7 +704,7 @@ func TestListAndMenuShareKeys(t *testing.T) {
 		key  string
 		down []string // to the VM it acts on
 	}{
-		{"a", []string{"j"}}, {"o", nil}, {"f", nil}, {"b", nil}, {"D", []string{"j"}}, {"delete", []string{"j"}}, {"c", nil},
+		{"a", []string{"j"}}, {"o", nil}, {"f", nil}, {"b", nil}, {"t", nil}, {"D", []string{"j"}}, {"delete", []string{"j"}}, {"c", nil},
 	} {
 		t.Run(tt.key, func(t *testing.T) {
 			list := run(append(append([]string{}, tt.down...), tt.key)...)
@@ -734,8 +737,8 @@ func TestListAndMenuShareKeys(t *testing.T) {
 			pick = b.Help().Key
 		}
 	}
-	if pick != "a/o/f/b/D/c" {
-		t.Errorf("menu legend pick keys = %q; want a/o/f/b/D/c, the list's letters", pick)
+	if pick != "a/o/f/b/t/D/c" {
+		t.Errorf("menu legend pick keys = %q; want a/o/f/b/t/D/c, the list's letters", pick)
 	}
 	// x is the global log-out letter: no key in the menu
 	keysTo(t, m, "x")
@@ -762,5 +765,75 @@ func TestUnreadableDetailFromMessage(t *testing.T) {
 	detail, msg = lines[len(lines)-2], lines[len(lines)-1]
 	if !strings.HasPrefix(detail, "[FAIL] 7/7") || !strings.HasPrefix(msg, "[WARN] "+uid(7)+" is UNREADABLE") {
 		t.Errorf("after a refused start: detail %q, message %q; want the refusal on the message line", detail, msg)
+	}
+}
+
+// t (on the list or in the menu) turns autostart on when it is off and
+// off when it is on, through the core, keeping the startup order and
+// delay; the menu and the CLI line say which way it goes.
+func TestAutostartToggle(t *testing.T) {
+	entries := func() []vm.Entry {
+		es := fakeEntries()
+		es[1].Autostart, es[1].StartupOrder, es[1].StartupDelay = true, 2, 10*time.Second // web-02
+		return es
+	}
+	for _, tt := range []struct {
+		name       string
+		keys       []string
+		cli, label string
+		want       call
+		message    string
+	}{
+		{"off to on from the list", []string{"t"}, "virt vm autostart web-01 on", "",
+			call{op: "autostart true 0 0s", ref: uid(1)}, "web-01 will start when the host boots (autostart on)"},
+		{"on to off from the menu, order and delay kept", []string{"j", "enter", "t"}, "virt vm autostart web-02 off", "t     Turn autostart off",
+			call{op: "autostart false 2 10s", ref: uid(2)}, "web-02 will stay stopped when the host boots (autostart off)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeManager{entries: entries()}
+			m := loaded(t, term.Plain, f, writer())
+			keysTo(t, m, tt.keys[:len(tt.keys)-1]...)
+			if tt.label != "" {
+				if !strings.Contains(screen(m), tt.label) {
+					t.Errorf("menu lacks %q:\n%s", tt.label, screen(m))
+				}
+				// highlight the item: the CLI line is its command
+				for m.menu.idx != 4 {
+					keysTo(t, m, "down")
+				}
+				if got := m.CLI(); got != tt.cli {
+					t.Errorf("CLI() = %q; want %q", got, tt.cli)
+				}
+			}
+			keysTo(t, m, tt.keys[len(tt.keys)-1])
+			if got := f.actions(); len(got) != 1 || got[0] != tt.want {
+				t.Fatalf("calls %+v; want [%+v]", got, tt.want)
+			}
+			if !strings.Contains(screen(m), tt.message) {
+				t.Errorf("screen lacks %q:\n%s", tt.message, screen(m))
+			}
+		})
+	}
+	// the selected VM's autostart is on its detail line
+	m := loaded(t, term.Plain, &fakeManager{entries: entries()}, writer())
+	keysTo(t, m, "j")
+	if d := ansi.Strip(m.detailLine()); !strings.Contains(d, "web-02: autostart (order 2, delay 10s)") {
+		t.Errorf("detail line %q; want the autostart note", d)
+	}
+	// refused where nothing acts: a guest not ours, a read-only session
+	for _, tc := range []struct {
+		name string
+		sess *common.Session
+		down int
+	}{{"external", writer(), 4}, {"read-only", &common.Session{User: "nobody", TTY: "tty1"}, 0}} {
+		f := &fakeManager{entries: entries()}
+		m := loaded(t, term.Plain, f, tc.sess)
+		for range tc.down {
+			keysTo(t, m, "j")
+		}
+		keysTo(t, m, "t")
+		if got := f.actions(); len(got) != 0 {
+			t.Errorf("%s: t ran %+v; want a refusal", tc.name, got)
+		}
 	}
 }
