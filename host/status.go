@@ -52,3 +52,13 @@ func (h *Host) Status() *Status {
 	}
 	return st
 }
+
+// LastBoot is the last boot's record (nil when `virt host boot` never
+// ran) and whether it ran in the boot the host is in now.
+func (h *Host) LastBoot() (rec *BootRecord, thisBoot bool, err error) {
+	rec, err = LoadBootRecord(h.Layout)
+	if rec != nil {
+		thisBoot = rec.OfThisBoot()
+	}
+	return rec, thisBoot, err
+}

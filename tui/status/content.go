@@ -4,6 +4,9 @@ import (
 	"slices"
 	"strings"
 
+	"charm.land/lipgloss/v2"
+	"github.com/charmbracelet/x/ansi"
+
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
 )
@@ -33,7 +36,9 @@ func (m *Model) Content(w, h int) string {
 			break
 		}
 		lines = slices.Delete(lines, j, j+1)
-		lines[j-1] += m.c.Styles.Hint.Render(" " + m.c.Styles.Ellipsis)
+		// the mark must survive the width's cut of a line that fills it
+		mark := m.c.Styles.Hint.Render(" " + m.c.Styles.Ellipsis)
+		lines[j-1] = ansi.Truncate(lines[j-1], w-lipgloss.Width(mark), "") + mark
 	}
 	return common.Fit(lines, w, h, m.c.Styles.Ellipsis)
 }

@@ -25,5 +25,6 @@ func LiveSources(h *host.Host) Sources {
 		Addresses:         h.Info.Addresses,
 		WebTerminal:       func() (*webterm.Record, error) { return webterm.Read(layout) },
 		Usage:             h.Info.Usage,
+		Boot:              h.LastBoot,
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/tui/common"
@@ -48,6 +49,10 @@ type Sources struct {
 	// Usage samples CPU and memory use (hostinfo.SampleUsage); called
 	// every second for the load sparklines.
 	Usage func() (hostinfo.Usage, error)
+	// Boot returns the last `virt host boot`'s record (nil: it never
+	// ran) and whether it ran in the boot the host is in; read with the
+	// network.
+	Boot func() (rec *host.BootRecord, thisBoot bool, err error)
 }
 
 // Refresh periods, in ticks of one second. The host checks are slow (the
@@ -80,6 +85,9 @@ type (
 		resolved *netcfg.ResolvedTry // rolled back by this load
 		web      *webterm.Record
 		err      error
+		boot     *host.BootRecord
+		bootThis bool
+		bootErr  error
 	}
 	usageMsg struct {
 		u   hostinfo.Usage
@@ -116,6 +124,10 @@ type Model struct {
 	resolved *netcfg.ResolvedTry
 	web      *webterm.Record // running, from its record; nil: none
 	netErr   error
+	// the last boot's record (nil: none), whether of this boot
+	boot     *host.BootRecord
+	bootThis bool
+	bootErr  error
 
 	// The load sparklines: the previous raw sample (CPU use is a
 	// difference of two) and the last sparkWidth percentages of each.
@@ -226,6 +238,9 @@ func (m *Model) loadNet() tea.Cmd {
 			}
 			msg.pending = p
 		}
+		if src.Boot != nil {
+			msg.boot, msg.bootThis, msg.bootErr = src.Boot()
+		}
 		if src.WebTerminal != nil {
 			// an unreadable record shows no URL, and is logged
 			w, err := src.WebTerminal()
@@ -313,6 +328,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case netMsg:
 		m.netBusy, m.netLoaded = false, true
 		m.addrs, m.pending, m.web, m.netErr = msg.addrs, msg.pending, msg.web, msg.err
+		m.boot, m.bootThis, m.bootErr = msg.boot, msg.bootThis, msg.bootErr
 		if msg.err != nil && m.c.Logger != nil {
 			m.c.Logger.Warn("status: network", "err", msg.err)
 		}
@@ -440,7 +456,78 @@ func (m *Model) bodyLines(spark, width int) []string {
 	lines = append(lines, "")
 	lines = append(lines, s.Section.Render("VMS      ")+" "+m.vmLine())
 	lines = append(lines, s.Section.Render("NETWORK  ")+" "+m.tryLine(m.c.Now()))
+	if m.src.Boot != nil {
+		lines = append(lines, s.Section.Render("BOOT     ")+" "+m.bootLine())
+	}
 	return lines
+}
+
+// bootLine is what the last `virt host boot` did, in one line: "09:12:
+// network applied (4 steps), 3 of 4 VMs started, 1 failed: db-01: ...".
+func (m *Model) bootLine() string {
+	s := m.c.Styles
+	switch {
+	case !m.netLoaded:
+		return m.loading()
+	case m.bootErr != nil:
+		return s.Badgef(styles.Unknown) + " boot record unreadable: " + m.clean(m.bootErr.Error())
+	case m.boot == nil:
+		return s.Muted.Render("not recorded: virt host boot has not run on this host")
+	}
+	r := m.boot
+	if !m.bootThis {
+		return s.Badgef(styles.Warning) + " virt host boot has not run since the host booted (last: " +
+			r.Time.In(m.c.Now().Location()).Format("2006-01-02 15:04") + ")"
+	}
+	t := r.Tally()
+	level := styles.OK
+	var parts []string
+	switch r.Network.Result {
+	case host.NetApplied:
+		parts = append(parts, fmt.Sprintf("network applied (%s)", plural(len(r.Network.Steps), "step")))
+	case host.NetUnchanged:
+		parts = append(parts, "network up")
+	case host.NetNone:
+		parts = append(parts, "no network configured")
+	case host.NetOnTrial:
+		parts = append(parts, "network left to the change on trial")
+	case host.NetFailed:
+		level = styles.Failure
+		parts = append(parts, "NETWORK FAILED: "+r.Network.Error)
+	}
+	switch {
+	case r.PolicyError != "":
+		level = styles.Failure
+		parts = append(parts, "no VM started: host.yaml refused: "+r.PolicyError)
+	case r.VMsError != "":
+		level = styles.Failure
+		parts = append(parts, r.VMsError)
+	case t.Wanted == 0:
+		parts = append(parts, "no autostart VMs")
+	default:
+		vms := fmt.Sprintf("%d of %d VMs started", t.Started, t.Wanted-t.AlreadyRunning)
+		if t.AlreadyRunning > 0 {
+			vms += fmt.Sprintf(" (%d running already)", t.AlreadyRunning)
+		}
+		parts = append(parts, vms)
+		if t.NotStarted > 0 {
+			if level == styles.OK {
+				level = styles.Warning
+			}
+			parts = append(parts, fmt.Sprintf("%d not started", t.NotStarted))
+		}
+		if t.Failed > 0 {
+			// last: its error is what the width cuts
+			level = styles.Failure
+			parts = append(parts, fmt.Sprintf("%d failed: %s: %s", t.Failed, t.FirstFailed.Name, t.FirstFailed.Error))
+		}
+	}
+	// in the zone of the screen's clock (the header's)
+	line := m.clean(r.Time.In(m.c.Now().Location()).Format("15:04") + ": " + strings.Join(parts, ", "))
+	if level != styles.OK {
+		line = s.Badgef(level) + " " + line
+	}
+	return line
 }
 
 func (m *Model) managementLines() []string {

@@ -63,7 +63,21 @@ func fakeSources() Sources {
 		},
 		WebTerminal: func() (*webterm.Record, error) { return fakeWebTerminal(), nil },
 		Usage:       fakeUsage(),
+		Boot:        func() (*host.BootRecord, bool, error) { return fakeBoot(), true, nil },
 	}
+}
+
+// fakeBoot is a boot that brought the network up and started its three
+// autostart VMs.
+func fakeBoot() *host.BootRecord {
+	at := fixedNow.Add(-14 * time.Minute)
+	return &host.BootRecord{Time: at, Finished: at.Add(9 * time.Second), BootID: "b1", FirstOfBoot: true, Policy: host.DefaultPolicy(),
+		Network: host.BootNetwork{Result: host.NetApplied, Steps: []string{"create bridge br0", "enslave eno2 to bridge br0", "bring br0 up", "restore nat network default (bridge vcnat0, nftables chains, dnsmasq)"}},
+		VMs: []host.BootVM{
+			{Name: "db-01", Why: host.WhyAutostart, Outcome: host.BootStarted},
+			{Name: "web-01", Why: host.WhyAutostart, Order: 1, Outcome: host.BootStarted},
+			{Name: "web-02", Why: host.WhyAutostart, Order: 1, Outcome: host.BootStarted},
+		}}
 }
 
 // cpuSeries is the busy share of each second the fake usage reports, and
@@ -628,5 +642,70 @@ func TestVMLine(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The BOOT line says what the last virt host boot did, problems first
+// marked, and whether it ran in this boot at all.
+func TestBootLine(t *testing.T) {
+	failed := fakeBoot()
+	failed.VMs[0].Outcome, failed.VMs[0].Error = host.BootFailed, `vm "db-01": start: spec.network[0]: bridge br1 not found`
+	failed.VMs = append(failed.VMs, host.BootVM{Name: "cache", Why: host.WhyRestore, Outcome: host.BootAlreadyRunning})
+	refused := fakeBoot()
+	refused.PolicyError, refused.Policy, refused.VMs = "/etc/virtcon/host.yaml: invalid host policy: onBoot: must be autostart or restore (got \"always\")", nil, []host.BootVM{}
+	netFailed := fakeBoot()
+	netFailed.Network = host.BootNetwork{Result: host.NetFailed, Error: "applied network configuration is damaged"}
+	none := fakeBoot()
+	none.Network, none.VMs = host.BootNetwork{Result: host.NetNone}, nil
+	for _, tc := range []struct {
+		name     string
+		rec      *host.BootRecord
+		thisBoot bool
+		err      error
+		want     string
+	}{
+		{"started", fakeBoot(), true, nil, "BOOT      09:12: network applied (4 steps), 3 of 3 VMs started"},
+		{"a VM failed", failed, true, nil, `BOOT      [FAIL] 09:12: network applied (4 steps), 2 of 3 VMs started (1 running already), 1 failed: db-01: vm "db-01": start: spec.network[0]: bridge br1 not found`},
+		{"policy refused", refused, true, nil, "BOOT      [FAIL] 09:12: network applied (4 steps), no VM started: host.yaml refused: /etc/virtcon/host.yaml: invalid host policy: onBoot"},
+		{"network failed", netFailed, true, nil, "BOOT      [FAIL] 09:12: NETWORK FAILED: applied network configuration is damaged, 3 of 3 VMs started"},
+		{"nothing to do", none, true, nil, "BOOT      09:12: no network configured, no autostart VMs"},
+		{"of an earlier boot", fakeBoot(), false, nil, "BOOT      [WARN] virt host boot has not run since the host booted (last: 2026-03-14 09:12)"},
+		{"never ran", nil, false, nil, "BOOT      not recorded: virt host boot has not run on this host"},
+		{"unreadable", nil, false, errors.New("/var/lib/virtcon/boot.json is damaged: unexpected EOF"), "BOOT      [????] boot record unreadable: /var/lib/virtcon/boot.json is damaged"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := fakeSources()
+			src.Boot = func() (*host.BootRecord, bool, error) { return tc.rec, tc.thisBoot, tc.err }
+			m := newModel(t, term.Plain, src)
+			m.Update(m.loadNet()())
+			text := ansi.Strip(m.Content(300, 40))
+			var line string
+			for _, l := range strings.Split(text, "\n") {
+				if strings.HasPrefix(l, "BOOT") {
+					line = strings.TrimRight(l, " ")
+				}
+			}
+			if !strings.HasPrefix(line, tc.want) {
+				t.Errorf("boot line\n  %q\nwant it to begin\n  %q", line, tc.want)
+			}
+		})
+	}
+}
+
+// The live sources read the record `virt host boot` wrote, of this boot.
+func TestLiveBootSource(t *testing.T) {
+	layout := paths.New(t.TempDir())
+	h := host.New(host.Options{Layout: layout, HostRoot: t.TempDir(), Logger: testutil.Logger(t)})
+	live := LiveSources(h)
+	if rec, _, err := live.Boot(); rec != nil || err != nil {
+		t.Fatalf("before any boot: %+v, %v; want nothing", rec, err)
+	}
+	want, err := h.Boot(context.Background(), host.BootOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, thisBoot, err := live.Boot()
+	if err != nil || rec == nil || !rec.Time.Equal(want.Time) || !thisBoot {
+		t.Errorf("after a boot: %+v (this boot %v), %v; want its record", rec, thisBoot, err)
 	}
 }
