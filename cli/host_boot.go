@@ -98,7 +98,10 @@ func bootNetWords(n host.BootNetwork) string {
 	var s string
 	switch n.Result {
 	case host.NetApplied:
-		s = fmt.Sprintf("applied (%d steps)", len(n.Steps))
+		s = "applied (1 step)"
+		if len(n.Steps) != 1 {
+			s = fmt.Sprintf("applied (%d steps)", len(n.Steps))
+		}
 	case host.NetUnchanged:
 		s = "up (nothing to change)"
 	case host.NetNone:
