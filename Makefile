@@ -13,7 +13,7 @@ VIRT_BIN ?= bin/virt
 # The race detector slows the integration tests; CI keeps it on.
 TESTFLAGS ?= -race -count=1
 
-.PHONY: help build virt build-deps install run deps test test-unit test-integration lint bench docs clean
+.PHONY: help build virt build-deps install run deps test test-unit test-integration lint bench docs clean deb
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -39,9 +39,18 @@ install: build-deps build ## install binaries, the PAM service, the admin group 
 	getent group virtcon-admin >/dev/null || groupadd --system virtcon-admin
 	install -d /etc/systemd/system/getty@tty1.service.d
 	install -m 0644 packaging/systemd/getty@tty1.service.d/virtcon-dcui.conf /etc/systemd/system/getty@tty1.service.d/
-	install -m 0644 packaging/systemd/virtcon-dcui-serial@.service /etc/systemd/system/
+	install -m 0644 packaging/systemd/virtcon-dcui-serial@.service packaging/systemd/virtcon-guests.service packaging/systemd/virtcon.slice /etc/systemd/system/
 	install -d /usr/local/share/doc/virtcon && install -m 0644 docs/*.md /usr/local/share/doc/virtcon/
 	@if [ -d /run/systemd/system ]; then systemctl daemon-reload; echo "DCUI on tty1 after: systemctl restart getty@tty1; serial: systemctl enable --now virtcon-dcui-serial@ttyS0"; fi
+
+# nfpm builds the .deb; from the Go module proxy, pinned (not in go.mod: no program links it)
+NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+
+deb: build ## build dist/virtcon_<version>_amd64.deb: binaries, man pages, completions, PAM, units, conffiles (nfpm)
+	rm -rf dist && mkdir -p dist
+	$(GO) run ./scripts/deb -version '$(VERSION)' -commit '$(COMMIT)' -date "$$(git log -1 --format=%ct 2>/dev/null || date +%s)" -virt bin/virt -dcui bin/dcui -work build/deb
+	$(NFPM) package -f build/deb/nfpm.yaml -p deb -t dist/
+	@ls dist/*.deb
 
 deps: ## install the system packages and tools the tests need (root)
 	scripts/install-deps.sh
