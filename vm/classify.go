@@ -149,6 +149,7 @@ func (m *Manager) entryFor(vm *VirtualMachine) Entry {
 		e.Class = ClassMissing
 		e.Reason, e.Message = ReasonProcessGone, "spec says running but the QEMU process is gone"
 	}
+	m.markSaved(vm, &e)
 	return e
 }
 
@@ -169,7 +170,8 @@ func (m *Manager) observeLive(ctx context.Context, e *Entry, p qemuProcess) {
 		}
 	}
 	if e.Class != ClassUnreadable {
-		e.Class, e.Message = ClassManaged, ""
+		// a live process is neither MISSING nor Saved
+		e.Class, e.Reason, e.Message = ClassManaged, "", ""
 	} else {
 		e.CPUs, e.MemoryMiB = argCPUs(p.Argv), argMemoryMiB(p.Argv)
 	}

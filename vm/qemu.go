@@ -27,6 +27,10 @@ type Launch struct {
 
 	nicBridges []string // the bridge of each NIC, for creating its TAP
 
+	// Incoming, when set, starts QEMU waiting for a migration stream
+	// (-incoming): "defer" waits for QMP's migrate-incoming (a resume).
+	Incoming string
+
 	PIDFile   string
 	QMPSocket string
 	EvtSocket string
@@ -117,6 +121,9 @@ func (l Launch) Args() []string {
 		a = append(a,
 			"-netdev", fmt.Sprintf("tap,id=net%d,ifname=%s,script=no,downscript=no", i, escapeOpt(n.TAP)),
 			"-device", fmt.Sprintf("%s,netdev=net%d,romfile=,mac=%s", dev, i, n.MAC))
+	}
+	if l.Incoming != "" {
+		a = append(a, "-incoming", l.Incoming)
 	}
 	if l.Kernel != "" {
 		a = append(a, "-kernel", l.Kernel)

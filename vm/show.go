@@ -30,7 +30,7 @@ func (m *Manager) Get(ctx context.Context, ref string) (*VirtualMachine, *Entry,
 		vm.Status.Cgroup = m.cgroupOf(pid)
 	}
 	vm.Status.Phase, vm.Status.PID = e.Phase, e.PID
-	if e.PID == 0 {
+	if e.PID == 0 && e.Phase != PhaseSaved {
 		vm.Status.Phase = PhaseStopped
 	}
 	return vm, &e, nil
@@ -80,7 +80,7 @@ func (m *Manager) Peek(ctx context.Context, ref string) (*Entry, error) {
 	}
 	e := m.entryFor(vm)
 	if pid := m.livePID(vm.Metadata.UID); pid > 0 {
-		e.Class, e.PID, e.Message = ClassManaged, pid, ""
+		e.Class, e.PID, e.Reason, e.Message = ClassManaged, pid, "", ""
 		e.Phase = vm.Status.Phase
 		if argv, err := m.proc.cmdline(pid); err == nil {
 			e.Accel = argAccel(argv)

@@ -1,0 +1,497 @@
+package vm
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/virtcon/virtcon/internal/atomicfile"
+	"github.com/virtcon/virtcon/qmp"
+)
+
+// PhaseSaved is a VM without a process whose RAM and device state is on
+// disk (Save): starting it resumes the guest where it was.
+const PhaseSaved = "Saved"
+
+// ReasonSaved: the VM's state is saved on disk (Entry.Reason of a Saved VM).
+const ReasonSaved = "saved"
+
+// The saved state lives in the VM's state directory: QEMU's migration
+// stream, and beside it what it was saved from. The stream's presence
+// makes the VM Saved; the record is written last and checked before a
+// resume.
+const (
+	savedStateName  = "saved.state"
+	savedRecordName = "saved.json"
+	// savedFormat is the record's version.
+	savedFormat = 1
+	// fd names under which QEMU holds the stream's descriptor
+	saveFDName   = "virtcon-save"
+	resumeFDName = "virtcon-resume"
+)
+
+// Save and resume bound what they wait for when the caller's ctx has no
+// deadline.
+const (
+	DefaultSaveTimeout = 10 * time.Minute
+	resumeTimeout      = 10 * time.Minute
+	migratePoll        = 20 * time.Millisecond
+)
+
+// SavedState is the record of a saved state (saved.json): the QEMU and
+// the machine the stream belongs to. A stream loads only into the same
+// QEMU version with the same machine, memory and CPUs.
+type SavedState struct {
+	Format      int       `json:"format"`
+	SavedAt     time.Time `json:"savedAt"`
+	QEMUVersion string    `json:"qemuVersion"` // e.g. 7.2.22
+	QEMUPackage string    `json:"qemuPackage"` // e.g. Debian 1:7.2+dfsg-7+deb12u18+b3
+	Machine     string    `json:"machine"`
+	Firmware    string    `json:"firmware"`
+	Accel       string    `json:"accel"`
+	CPUs        int       `json:"cpus"`
+	MemoryMiB   int       `json:"memoryMiB"`
+	// Paused: the guest was paused when it was saved, and is resumed paused.
+	Paused bool   `json:"paused"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// ErrSavedState is a saved state that cannot be resumed: the VM does not
+// start until it is fixed or thrown away (StartOptions.DiscardSaved).
+var ErrSavedState = errors.New("saved state cannot be resumed")
+
+// Why a saved state cannot be resumed (SavedStateError.Reason).
+const (
+	// SavedCorrupt: the stream or its record is damaged, or QEMU could
+	// not load it.
+	SavedCorrupt = "corrupt"
+	// SavedOtherQEMU: saved by another QEMU version than the one installed.
+	SavedOtherQEMU = "other-qemu"
+	// SavedSpecChanged: the spec's machine, firmware, memory or CPUs
+	// differ from those of the saved guest.
+	SavedSpecChanged = "spec-changed"
+)
+
+// SavedStateError is a VM whose saved state was not resumed, and why.
+// Nothing was started: a guest is never booted fresh in its place unless
+// asked (StartOptions.DiscardSaved).
+type SavedStateError struct {
+	Name   string
+	Path   string // the stream
+	Reason string // Saved*
+	Detail string
+}
+
+func (e *SavedStateError) Error() string {
+	return fmt.Sprintf("vm %q: %v: %s: %s (%s)", e.Name, ErrSavedState, e.Reason, e.Detail, e.Path)
+}
+
+// Is makes errors.Is(err, ErrSavedState) true.
+func (e *SavedStateError) Is(target error) bool { return target == ErrSavedState }
+
+func (m *Manager) savedStatePath(uid string) string {
+	return filepath.Join(m.layout().VMStateDir(uid), savedStateName)
+}
+
+func (m *Manager) savedRecordPath(uid string) string {
+	return filepath.Join(m.layout().VMStateDir(uid), savedRecordName)
+}
+
+// hasSaved reports whether the VM has a saved state (its stream exists).
+func (m *Manager) hasSaved(uid string) bool {
+	_, err := os.Lstat(m.savedStatePath(uid))
+	return err == nil
+}
+
+// SavedRecord returns the record of the VM's saved state; nil without one.
+// A stream whose record is missing or unreadable is an error.
+func (m *Manager) SavedRecord(ctx context.Context, ref string) (*SavedState, error) {
+	vm, err := m.find(ref)
+	if err != nil {
+		return nil, err
+	}
+	if !m.hasSaved(vm.Metadata.UID) {
+		return nil, nil
+	}
+	return m.readSavedRecord(vm)
+}
+
+func (m *Manager) readSavedRecord(vm *VirtualMachine) (*SavedState, error) {
+	uid := vm.Metadata.UID
+	fail := func(format string, a ...any) error {
+		return &SavedStateError{Name: vm.Metadata.Name, Path: m.savedStatePath(uid), Reason: SavedCorrupt, Detail: fmt.Sprintf(format, a...)}
+	}
+	b, err := os.ReadFile(m.savedRecordPath(uid))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fail("no record of the save beside it (%s): the save was cut short", savedRecordName)
+	}
+	if err != nil {
+		return nil, fail("record: %v", err)
+	}
+	var s SavedState
+	if err := json.Unmarshal(b, &s); err != nil {
+		return nil, fail("record %s: %v", savedRecordName, err)
+	}
+	if s.Format != savedFormat {
+		return nil, fail("record %s: format %d, want %d", savedRecordName, s.Format, savedFormat)
+	}
+	return &s, nil
+}
+
+// markSaved makes a VM without a process that has a saved state Saved
+// (not MISSING: spec.running stays true so that a start resumes it).
+func (m *Manager) markSaved(vm *VirtualMachine, e *Entry) {
+	if !m.hasSaved(vm.Metadata.UID) {
+		return
+	}
+	e.Class, e.Phase, e.Reason = ClassManaged, PhaseSaved, ReasonSaved
+	e.Message = "RAM and device state saved; a start resumes it"
+	if s, err := m.readSavedRecord(vm); err != nil {
+		e.Message = "saved state damaged: " + err.Error()
+	} else {
+		e.Message = fmt.Sprintf("RAM and device state saved at %s; a start resumes it", s.SavedAt.Local().Format(time.DateTime))
+	}
+}
+
+// removeSaved deletes the saved state, stream first: without it the VM
+// is no longer Saved.
+func (m *Manager) removeSaved(uid string) error {
+	var errs []error
+	for _, p := range []string{m.savedStatePath(uid), m.savedStatePath(uid) + ".tmp", m.savedRecordPath(uid)} {
+		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// SaveResult says what a save wrote.
+type SaveResult struct {
+	Path  string
+	Bytes int64
+	Took  time.Duration
+}
+
+// Save writes the running guest's RAM and device state to a file in the
+// VM's state directory and ends its QEMU: the VM becomes Saved, and its
+// next start resumes the guest where it was. The guest is paused first
+// so that the state is consistent with its disks; QEMU writes the state
+// through a descriptor we open and pass it over QMP (no shell, no path
+// in QEMU's hands). spec.running stays true.
+//
+// ctx bounds the save (DefaultSaveTimeout without a deadline). A save
+// that fails or runs out of time leaves the guest running as it was,
+// with nothing saved.
+func (m *Manager) Save(ctx context.Context, ref string) (*SaveResult, error) {
+	vm, l, err := m.lockedVM(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	pid := m.livePID(uid)
+	if pid == 0 {
+		return nil, fmt.Errorf("vm %q: save: %w", name, ErrNotRunning)
+	}
+	if st, _ := m.proc.state(pid); st == "T" {
+		return nil, fmt.Errorf("vm %q: save: the QEMU process is stopped by a signal (SIGSTOP)", name)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultSaveTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	rec, err := m.saveState(ctx, vm, pid)
+	if err != nil {
+		return nil, fmt.Errorf("vm %q: save: %w", name, err)
+	}
+	took := time.Since(start)
+	// QEMU is gone: the VM's runtime goes, the saved state stays
+	m.cleanRuntime(uid)
+	m.deleteTAPs(ctx, vm)
+	vm.Spec.Running = true
+	vm.Status.Phase, vm.Status.PID = PhaseSaved, 0
+	if err := m.store.save(vm); err != nil {
+		return nil, err
+	}
+	m.log.Info("vm saved", "vm", name, "bytes", rec.Size, "took", took)
+	return &SaveResult{Path: m.savedStatePath(uid), Bytes: rec.Size, Took: took}, nil
+}
+
+// saveState pauses the guest, migrates it into the stream, records it and
+// quits QEMU. On failure before the record is written the guest runs on
+// as it was (resumed unless it was paused), and no stream is left.
+func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_ *SavedState, err error) {
+	uid := vm.Metadata.UID
+	dctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	mon, err := m.dialQMP(dctx, uid)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("QMP: %w", err)
+	}
+	defer mon.Close()
+	cmd := func(f func(context.Context) error) error {
+		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		defer cancel()
+		return f(c)
+	}
+	var st qmp.StatusInfo
+	if err := cmd(func(c context.Context) (err error) { st, err = mon.Status(c); return err }); err != nil {
+		return nil, fmt.Errorf("QMP query-status: %w", err)
+	}
+	paused := st.Status == "paused"
+	if err := cmd(mon.Stop); err != nil {
+		return nil, fmt.Errorf("pause: %w", err)
+	}
+	tmp := m.savedStatePath(uid) + ".tmp"
+	// from here a failure resumes the guest and leaves no stream
+	defer func() {
+		if err == nil {
+			return
+		}
+		os.Remove(tmp)
+		if !paused {
+			if cerr := cmd(mon.Cont); cerr != nil {
+				m.log.Warn("guest not resumed after a failed save", "vm", vm.Metadata.Name, "err", cerr)
+			}
+		}
+	}()
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if err := cmd(func(c context.Context) error { return mon.SendFD(c, saveFDName, f) }); err != nil {
+		return nil, fmt.Errorf("pass the state file to QEMU: %w", err)
+	}
+	// QEMU's default (32 MiB/s) is for a live migration over a shared link
+	if err := cmd(func(c context.Context) error { return mon.SetMigrationBandwidth(c, math.MaxInt64/2) }); err != nil {
+		return nil, fmt.Errorf("migration bandwidth: %w", err)
+	}
+	if err := cmd(func(c context.Context) error { return mon.Migrate(c, "fd:"+saveFDName) }); err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	info, err := waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
+	if err != nil {
+		if ctx.Err() != nil {
+			_ = cmd(mon.MigrateCancel)
+			// a cancelled migration ends before the guest may run on
+			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			_, _ = waitMigration(c, mon, func() bool { return m.proc.gone(pid, uid) })
+			cancel()
+		}
+		return nil, err
+	}
+	if info.Status != qmp.MigrationCompleted {
+		return nil, fmt.Errorf("migration %s: %s", info.Status, info.ErrorDesc)
+	}
+	if err := f.Sync(); err != nil {
+		return nil, fmt.Errorf("fsync %s: %w", tmp, err)
+	}
+	size, sum, err := hashFile(tmp)
+	if err != nil {
+		return nil, err
+	}
+	v := mon.Greeting().Version
+	rec := &SavedState{
+		Format: savedFormat, SavedAt: time.Now().UTC(),
+		QEMUVersion: v.String(), QEMUPackage: v.Package,
+		Machine: vm.Spec.Machine, Firmware: vm.Spec.Firmware, Accel: vm.Status.Accel,
+		CPUs: vm.Spec.CPUs, MemoryMiB: vm.Spec.MemoryMiB, Paused: paused,
+		Size: size, SHA256: sum,
+	}
+	if rec.Accel == "" {
+		rec.Accel = argAccel(m.argv(pid))
+	}
+	b, err := json.MarshalIndent(rec, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Rename(tmp, m.savedStatePath(uid)); err != nil {
+		return nil, err
+	}
+	if err := atomicfile.Write(m.savedRecordPath(uid), append(b, '\n'), 0o600); err != nil {
+		os.Remove(m.savedStatePath(uid))
+		return nil, err
+	}
+	// Saved. QEMU (paused, its state written) goes; should it not, the
+	// stream is stale the moment the guest could run again, so it goes
+	// with it and the VM is killed rather than left half saved.
+	if err := cmd(mon.Quit); err != nil {
+		m.log.Warn("QMP quit after the save failed; killing", "vm", vm.Metadata.Name, "err", err)
+	}
+	if !m.waitGone(ctx, pid, uid, 10*time.Second) {
+		if err := m.killVerified(pid, uid); err != nil {
+			m.removeSaved(uid)
+			return nil, fmt.Errorf("QEMU did not end after the save: %w", err)
+		}
+	}
+	return rec, nil
+}
+
+func (m *Manager) argv(pid int) []string {
+	a, _ := m.proc.cmdline(pid)
+	return a
+}
+
+// waitMigration polls query-migrate until the migration ends, ctx ends,
+// or QEMU is gone.
+func waitMigration(ctx context.Context, mon *qmp.Monitor, gone func() bool) (qmp.MigrationInfo, error) {
+	for {
+		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		info, err := mon.QueryMigrate(c)
+		cancel()
+		if err != nil {
+			if gone() {
+				return info, errors.New("QEMU exited")
+			}
+			return info, fmt.Errorf("query-migrate: %w", err)
+		}
+		if info.Done() {
+			return info, nil
+		}
+		select {
+		case <-ctx.Done():
+			return info, fmt.Errorf("migration %s after %w", info.Status, ctx.Err())
+		case <-time.After(migratePoll):
+		}
+	}
+}
+
+// hashFile returns the size and the sha256 of a file.
+func hashFile(path string) (int64, string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return 0, "", fmt.Errorf("read %s: %w", path, err)
+	}
+	return n, hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// savedResume is a saved state checked and ready to load.
+type savedResume struct {
+	path string
+	rec  *SavedState
+}
+
+// prepareResume checks the VM's saved state before QEMU starts: nil when
+// there is none (or it was discarded on request), else the state to load.
+// A state that cannot be resumed is a *SavedStateError and nothing is
+// started.
+func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedResume, error) {
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	_, recErr := os.Lstat(m.savedRecordPath(uid))
+	if !m.hasSaved(uid) && errors.Is(recErr, os.ErrNotExist) {
+		os.Remove(m.savedStatePath(uid) + ".tmp") // a save cut short: the guest ran on
+		return nil, nil
+	}
+	if opts.DiscardSaved {
+		if err := m.removeSaved(uid); err != nil {
+			return nil, fmt.Errorf("vm %q: discard the saved state: %w", name, err)
+		}
+		m.log.Warn("saved state discarded; booting fresh", "vm", name)
+		return nil, nil
+	}
+	path := m.savedStatePath(uid)
+	fail := func(reason, format string, a ...any) error {
+		return &SavedStateError{Name: name, Path: path, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+	}
+	if !m.hasSaved(uid) {
+		return nil, fail(SavedCorrupt, "the record %s is there but the stream is gone", savedRecordName)
+	}
+	rec, err := m.readSavedRecord(vm)
+	if err != nil {
+		return nil, err
+	}
+	var diffs []string
+	diff := func(what string, saved, now any) {
+		if saved != now {
+			diffs = append(diffs, fmt.Sprintf("%s %v, saved with %v", what, now, saved))
+		}
+	}
+	diff("spec.machine", rec.Machine, vm.Spec.Machine)
+	diff("spec.firmware", rec.Firmware, vm.Spec.Firmware)
+	diff("spec.memoryMiB", rec.MemoryMiB, vm.Spec.MemoryMiB)
+	diff("spec.cpus", rec.CPUs, vm.Spec.CPUs)
+	if len(diffs) > 0 {
+		return nil, fail(SavedSpecChanged, "%s", strings.Join(diffs, "; "))
+	}
+	size, sum, err := hashFile(path)
+	switch {
+	case err != nil:
+		return nil, fail(SavedCorrupt, "%v", err)
+	case size != rec.Size:
+		return nil, fail(SavedCorrupt, "%d bytes, saved %d", size, rec.Size)
+	case sum != rec.SHA256:
+		return nil, fail(SavedCorrupt, "sha256 %s, saved %s", sum, rec.SHA256)
+	}
+	return &savedResume{path: path, rec: rec}, nil
+}
+
+// resume loads the saved state into a QEMU started with -incoming defer,
+// after checking that it is the QEMU that saved it, and lets the guest run
+// on (unless it was saved paused).
+func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume, pid int) error {
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	fail := func(reason, format string, a ...any) error {
+		return &SavedStateError{Name: name, Path: s.path, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, resumeTimeout)
+	defer cancel()
+	cmd := func(f func(context.Context) error) error {
+		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		defer cancel()
+		return f(c)
+	}
+	var mon *qmp.Monitor
+	if err := cmd(func(c context.Context) (err error) { mon, err = m.dialQMP(c, uid); return err }); err != nil {
+		return fmt.Errorf("vm %q: start: QMP: %w", name, err)
+	}
+	defer mon.Close()
+	if v := mon.Greeting().Version; v.String() != s.rec.QEMUVersion || v.Package != s.rec.QEMUPackage {
+		return fail(SavedOtherQEMU, "saved by QEMU %s (%s), this is QEMU %s (%s)", s.rec.QEMUVersion, s.rec.QEMUPackage, v.String(), v.Package)
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fail(SavedCorrupt, "%v", err)
+	}
+	defer f.Close()
+	if err := cmd(func(c context.Context) error { return mon.SendFD(c, resumeFDName, f) }); err != nil {
+		return fmt.Errorf("vm %q: start: pass the saved state to QEMU: %w", name, err)
+	}
+	if err := cmd(func(c context.Context) error { return mon.MigrateIncoming(c, "fd:"+resumeFDName) }); err != nil {
+		return fmt.Errorf("vm %q: start: migrate-incoming: %w", name, err)
+	}
+	info, err := waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
+	switch {
+	case err != nil && m.proc.gone(pid, uid):
+		// QEMU ends when it cannot load a stream
+		return fail(SavedCorrupt, "QEMU could not load it and exited")
+	case err != nil:
+		return fmt.Errorf("vm %q: start: load the saved state: %w", name, err)
+	case info.Status != qmp.MigrationCompleted:
+		return fail(SavedCorrupt, "QEMU could not load it: %s %s", info.Status, info.ErrorDesc)
+	}
+	if !s.rec.Paused {
+		if err := cmd(mon.Cont); err != nil {
+			return fmt.Errorf("vm %q: start: continue the resumed guest: %w", name, err)
+		}
+	}
+	return nil
+}

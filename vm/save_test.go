@@ -1,0 +1,244 @@
+package vm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"testing"
+	"time"
+)
+
+// writeSaved gives vm a saved state as Save leaves it: a stream and, unless
+// edit says otherwise, its record.
+func writeSaved(t *testing.T, m *Manager, vm *VirtualMachine, edit func(*SavedState)) {
+	t.Helper()
+	uid := vm.Metadata.UID
+	stream := []byte("QEVM\x00\x00\x00\x03 a guest's RAM and devices")
+	if err := os.WriteFile(m.savedStatePath(uid), stream, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	size, sum, err := hashFile(m.savedStatePath(uid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := SavedState{Format: savedFormat, SavedAt: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC),
+		QEMUVersion: "7.2.22", QEMUPackage: "test", Machine: vm.Spec.Machine, Firmware: vm.Spec.Firmware,
+		Accel: "tcg", CPUs: vm.Spec.CPUs, MemoryMiB: vm.Spec.MemoryMiB, Size: size, SHA256: sum}
+	if edit != nil {
+		edit(&rec)
+	}
+	b, _ := json.Marshal(rec)
+	if err := os.WriteFile(m.savedRecordPath(uid), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// savedVM is a VM that Save left: spec.running, no process, a saved state.
+func savedVM(t *testing.T, m *Manager, name string) *VirtualMachine {
+	t.Helper()
+	vm := mustCreate(t, m, kernelVM(name, testKernel(t)))
+	vm.Spec.Running = true
+	if err := m.store.save(vm); err != nil {
+		t.Fatal(err)
+	}
+	writeSaved(t, m, vm, nil)
+	return vm
+}
+
+func TestSavedPhase(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newTestManager(t)
+	ctx := context.Background()
+	savedVM(t, m, "saved")
+	missing := mustCreate(t, m, kernelVM("missing", testKernel(t)))
+	missing.Spec.Running = true
+	if err := m.store.save(missing); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := m.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Entry{}
+	for _, e := range entries {
+		got[e.Name] = e
+	}
+	if e := got["saved"]; e.Class != ClassManaged || e.Phase != PhaseSaved || e.Reason != ReasonSaved || e.Running() {
+		t.Errorf("saved VM: got class %s phase %s reason %q running %v; want MANAGED Saved saved, not running", e.Class, e.Phase, e.Reason, e.Running())
+	}
+	if e := got["missing"]; e.Class != ClassMissing || e.Phase != PhaseStopped {
+		t.Errorf("VM without a saved state: got %s %s; want MISSING Stopped (a saved state is what makes a VM Saved)", e.Class, e.Phase)
+	}
+	v, e, err := m.Get(ctx, "saved")
+	if err != nil || v.Status.Phase != PhaseSaved || e.Phase != PhaseSaved {
+		t.Errorf("Get: got phase %v / %v (%v); want Saved", v.Status.Phase, e.Phase, err)
+	}
+	if p, err := m.Peek(ctx, "saved"); err != nil || p.Phase != PhaseSaved {
+		t.Errorf("Peek: got %+v (%v); want Saved", p, err)
+	}
+	rec, err := m.SavedRecord(ctx, "saved")
+	if err != nil || rec == nil || rec.QEMUVersion != "7.2.22" {
+		t.Errorf("SavedRecord: got %+v, %v; want the record", rec, err)
+	}
+	if rec, err := m.SavedRecord(ctx, "missing"); rec != nil || err != nil {
+		t.Errorf("SavedRecord of a VM without one: got %+v, %v; want nil, nil", rec, err)
+	}
+}
+
+func TestPrepareResume(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		setup   func(t *testing.T, m *Manager, vm *VirtualMachine)
+		discard bool
+		// wantReason "" wants a state to resume (or none: wantNone)
+		wantReason string
+		wantNone   bool
+	}{
+		{name: "nothing saved", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {}, wantNone: true},
+		{name: "a save cut short leaves only its temporary file", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			os.WriteFile(m.savedStatePath(vm.Metadata.UID)+".tmp", []byte("QEVM half"), 0o600)
+		}, wantNone: true},
+		{name: "whole", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) { writeSaved(t, m, vm, nil) }},
+		{name: "discarded on request", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, func(s *SavedState) { s.SHA256 = "bad" })
+		}, discard: true, wantNone: true},
+		{name: "stream without its record", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, nil)
+			os.Remove(m.savedRecordPath(vm.Metadata.UID))
+		}, wantReason: SavedCorrupt},
+		{name: "record without its stream", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, nil)
+			os.Remove(m.savedStatePath(vm.Metadata.UID))
+		}, wantReason: SavedCorrupt},
+		{name: "record unreadable", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, nil)
+			os.WriteFile(m.savedRecordPath(vm.Metadata.UID), []byte("{not json"), 0o600)
+		}, wantReason: SavedCorrupt},
+		{name: "record of another format", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, func(s *SavedState) { s.Format = 2 })
+		}, wantReason: SavedCorrupt},
+		{name: "stream cut short", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, nil)
+			os.Truncate(m.savedStatePath(vm.Metadata.UID), 8)
+		}, wantReason: SavedCorrupt},
+		{name: "a byte changed", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, nil)
+			f, _ := os.OpenFile(m.savedStatePath(vm.Metadata.UID), os.O_WRONLY, 0)
+			f.WriteAt([]byte("X"), 12)
+			f.Close()
+		}, wantReason: SavedCorrupt},
+		{name: "memory changed since", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, func(s *SavedState) { s.MemoryMiB = vm.Spec.MemoryMiB * 2 })
+		}, wantReason: SavedSpecChanged},
+		{name: "machine changed since", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
+			writeSaved(t, m, vm, func(s *SavedState) { s.Machine = "pc" })
+		}, wantReason: SavedSpecChanged},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, _, _ := newTestManager(t)
+			vm := mustCreate(t, m, kernelVM("web", testKernel(t)))
+			tt.setup(t, m, vm)
+			s, err := m.prepareResume(vm, StartOptions{DiscardSaved: tt.discard})
+			var se *SavedStateError
+			switch {
+			case tt.wantReason != "":
+				if !errors.As(err, &se) || se.Reason != tt.wantReason || !errors.Is(err, ErrSavedState) {
+					t.Fatalf("got %v, %v; want a SavedStateError (%s)", s, err, tt.wantReason)
+				}
+				// refused states stay for the operator to look at or discard
+				if tt.name != "record without its stream" && !m.hasSaved(vm.Metadata.UID) {
+					t.Errorf("the refused stream was removed")
+				}
+			case tt.wantNone:
+				if s != nil || err != nil {
+					t.Fatalf("got %+v, %v; want nothing to resume", s, err)
+				}
+				if m.hasSaved(vm.Metadata.UID) || fileThere(m.savedRecordPath(vm.Metadata.UID)) || fileThere(m.savedStatePath(vm.Metadata.UID)+".tmp") {
+					t.Errorf("saved files left: %v", dirEntries(t, m.layout().VMStateDir(vm.Metadata.UID)))
+				}
+			default:
+				if err != nil || s == nil || s.rec.Accel != "tcg" {
+					t.Fatalf("got %+v, %v; want the state to resume", s, err)
+				}
+			}
+		})
+	}
+}
+
+func fileThere(p string) bool {
+	_, err := os.Lstat(p)
+	return err == nil
+}
+
+// A VM whose saved state cannot be resumed does not start, fresh or
+// otherwise, and keeps the state; --discard-saved throws it away.
+func TestStartRefusesDamagedSavedState(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newTestManager(t)
+	ctx := context.Background()
+	vm := savedVM(t, m, "web")
+	uid := vm.Metadata.UID
+	f, _ := os.OpenFile(m.savedStatePath(uid), os.O_WRONLY, 0)
+	f.WriteAt([]byte("X"), 12)
+	f.Close()
+
+	err := m.Start(ctx, "web")
+	var se *SavedStateError
+	if !errors.As(err, &se) || se.Reason != SavedCorrupt || se.Name != "web" {
+		t.Fatalf("Start: got %v; want a SavedStateError (corrupt) for web", err)
+	}
+	if !m.hasSaved(uid) || !fileThere(m.savedRecordPath(uid)) {
+		t.Errorf("the refused state is gone")
+	}
+	if ents := dirEntries(t, m.layout().VMRunDir(uid)); len(ents) != 0 {
+		t.Errorf("a refused start left runtime files: %v", ents)
+	}
+	if e, _ := m.Peek(ctx, "web"); e.Phase != PhaseSaved {
+		t.Errorf("after the refused start: phase %s; want Saved", e.Phase)
+	}
+
+	// discarding gets past the state (here to the QEMU that does not exist)
+	err = m.StartWith(ctx, "web", StartOptions{DiscardSaved: true})
+	if err == nil || errors.Is(err, ErrSavedState) {
+		t.Fatalf("StartWith(DiscardSaved): got %v; want the start to go on to QEMU (missing here)", err)
+	}
+	if m.hasSaved(uid) || fileThere(m.savedRecordPath(uid)) {
+		t.Errorf("DiscardSaved left the saved state")
+	}
+}
+
+// Stopping a Saved VM only changes its desired state: the saved state
+// stays (a later start resumes it).
+func TestStopKeepsSavedState(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newTestManager(t)
+	ctx := context.Background()
+	vm := savedVM(t, m, "web")
+	res, err := m.PowerOff(ctx, "web", StopOptions{})
+	if err != nil || res.How != StoppedNotRunning {
+		t.Fatalf("PowerOff: got %+v, %v; want not-running", res, err)
+	}
+	back, err := m.store.load(vm.Metadata.UID)
+	if err != nil || back.Spec.Running || back.Status.Phase != PhaseSaved {
+		t.Errorf("after stop: running %v phase %q (%v); want false, Saved", back.Spec.Running, back.Status.Phase, err)
+	}
+	if !m.hasSaved(vm.Metadata.UID) {
+		t.Errorf("stop removed the saved state")
+	}
+	if e, _ := m.Peek(ctx, "web"); e.Phase != PhaseSaved || e.Class != ClassManaged {
+		t.Errorf("listed as %s %s; want MANAGED Saved", e.Class, e.Phase)
+	}
+}
+
+func TestSaveNotRunning(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newTestManager(t)
+	mustCreate(t, m, kernelVM("web", testKernel(t)))
+	if _, err := m.Save(context.Background(), "web"); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("Save of a stopped VM: got %v; want ErrNotRunning", err)
+	}
+}
