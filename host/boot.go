@@ -26,11 +26,6 @@ type BootOptions struct {
 // before its QMP answers must not hold back the VMs after it.
 const bootStartTimeout = 2 * time.Minute
 
-// phaseSaved is the phase of a VM whose RAM and device state were saved
-// at shutdown (onShutdown: save); a start resumes it. Such a VM is never
-// marked stopped: its state on disk is the VM.
-const phaseSaved = "Saved"
-
 // The boot's view of the VM and network services (*vm.Manager and
 // *netcfg.Service), faked by its tests.
 type (
@@ -367,7 +362,9 @@ func (h *Host) markStopped(ctx context.Context, vms bootVMs, entries []vm.Entry,
 	}
 	var out []BootVM
 	for _, e := range entries {
-		if e.Class != vm.ClassMissing || planned[e.UID] || e.Phase == phaseSaved {
+		// a Saved VM is MANAGED, but its state on disk is the VM: never
+		// marked stopped, whatever its class
+		if e.Class != vm.ClassMissing || planned[e.UID] || e.Phase == vm.PhaseSaved {
 			continue
 		}
 		v := BootVM{Name: e.Name, UID: e.UID, Order: e.StartupOrder, Delay: duration.Duration(e.StartupDelay), Outcome: BootMarkedStopped}

@@ -401,7 +401,7 @@ func TestBootMarksStopped(t *testing.T) {
 	gone := stopped("gone", false, 0, 0)
 	gone.Class = vm.ClassMissing
 	saved := stopped("saved", false, 0, 0)
-	saved.Class, saved.Phase = vm.ClassMissing, phaseSaved
+	saved.Class, saved.Phase = vm.ClassMissing, vm.PhaseSaved
 	auto := stopped("auto", true, 0, 0)
 	auto.Class = vm.ClassMissing
 	vms := &fakeVMs{entries: []vm.Entry{gone, saved, auto}}
@@ -486,7 +486,7 @@ func TestBootResumesSaved(t *testing.T) {
 	t.Parallel()
 	h := testHost(t)
 	saved := stopped("saved", false, 0, 0)
-	saved.Phase = phaseSaved
+	saved.Phase = vm.PhaseSaved
 	vms := &fakeVMs{entries: []vm.Entry{saved, stopped("off", false, 0, 0)}}
 	if err := WriteShutdownRecord(h.Layout, &ShutdownRecord{Time: time.Now().UTC(), OnShutdown: OnShutdownSave, Running: []string{"uid-saved"}}); err != nil {
 		t.Fatal(err)
