@@ -1,0 +1,322 @@
+package host
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/virtcon/virtcon/internal/duration"
+	"github.com/virtcon/virtcon/internal/fielderr"
+	"github.com/virtcon/virtcon/internal/proc"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// What became of a VM in a shutdown (ShutdownOutcome.Outcome).
+const (
+	// ShutdownPoweredOff: the guest powered off after the ACPI power
+	// button, in time.
+	ShutdownPoweredOff = "powered-off"
+	// ShutdownQuit: QEMU was told to quit (the guest was still up at the
+	// deadline, or onShutdown is kill).
+	ShutdownQuit = "quit"
+	// ShutdownKilled: QEMU answered neither and was killed (SIGKILL).
+	ShutdownKilled = "killed"
+	// ShutdownSaved: the guest's state was saved; the next start resumes it.
+	ShutdownSaved = "saved"
+	// ShutdownGone: it no longer ran when its turn came.
+	ShutdownGone = "gone"
+	// ShutdownFailed: it could not be stopped (Error says why): its QEMU
+	// may still run, and dies with the host.
+	ShutdownFailed = "failed"
+	// ShutdownSkipped: ours and running, but its spec cannot be read, so
+	// nothing acts on it (it dies with the host).
+	ShutdownSkipped = "skipped"
+)
+
+// ErrInvalidShutdown is a shutdown asked with options that make no sense.
+var ErrInvalidShutdown = fielderr.NewKind("invalid shutdown options")
+
+// ShutdownOptions tune ShutdownGuests; zero values take the host policy's.
+type ShutdownOptions struct {
+	// OnShutdown: shutdown, save or kill (OnShutdown*).
+	OnShutdown string
+	// Timeout is the one deadline of the whole shutdown: every guest has
+	// until then to power off (or be saved), those that start later in the
+	// queue get what is left, and QEMU is told to quit for those still up.
+	Timeout time.Duration
+	// Parallel is how many guests go down at once.
+	Parallel int
+	// Progress, when set, hears of each VM as its turn begins (Outcome "")
+	// and as it ends, one call at a time, from the goroutines doing the work.
+	Progress func(ShutdownProgress)
+}
+
+// ShutdownProgress is one step of a shutdown, for a face to show.
+type ShutdownProgress struct {
+	VM ShutdownOutcome
+	// Done of Total VMs have an outcome.
+	Done, Total int
+	// Deadline is when the remaining guests are quit.
+	Deadline time.Time
+}
+
+// ShutdownOutcome is what became of one VM.
+type ShutdownOutcome struct {
+	Name    string            `json:"name"`
+	UID     string            `json:"uid"`
+	Outcome string            `json:"outcome"`
+	Took    duration.Duration `json:"took"`
+	// SavedBytes is the size of the saved state (saved).
+	SavedBytes int64 `json:"savedBytes,omitempty"`
+	// Note says what went differently: a save that failed before the
+	// guest was powered off instead.
+	Note  string `json:"note,omitempty"`
+	Error string `json:"error,omitempty"`
+}
+
+// ShutdownReport is shutdown.json as ShutdownGuests leaves it: the record
+// written before anything was stopped (which VMs ran), completed with
+// each one's outcome. LoadShutdownRecord reads its record part.
+type ShutdownReport struct {
+	ShutdownRecord
+	Timeout  duration.Duration `json:"timeout"`
+	Parallel int               `json:"parallel"`
+	// PolicyError: host.yaml did not load and the defaults were used (a
+	// broken policy must not leave guests to die hard).
+	PolicyError string `json:"policyError,omitempty"`
+	// ListError: some VMs could not be read (those are Skipped or left out).
+	ListError string `json:"listError,omitempty"`
+	// RecordKept: nothing ran, and the record of an earlier shutdown in
+	// this boot, which found VMs running, was kept (shutdown.json is not
+	// this report): `virt host reboot` shuts the guests down, then
+	// systemd's stop of virtcon-guests.service runs shutdown-guests again,
+	// and that second run must not forget what the first found.
+	RecordKept bool `json:"recordKept,omitempty"`
+	// Finished is when it ended; nil in a record of a shutdown cut short.
+	Finished *time.Time        `json:"finished,omitempty"`
+	Took     duration.Duration `json:"took"`
+	Outcomes []ShutdownOutcome `json:"outcomes"`
+}
+
+// Count returns how many outcomes are outcome.
+func (r *ShutdownReport) Count(outcome string) int {
+	n := 0
+	for _, o := range r.Outcomes {
+		if o.Outcome == outcome {
+			n++
+		}
+	}
+	return n
+}
+
+// guests is what a shutdown needs of the VM manager.
+type guests interface {
+	List(ctx context.Context) ([]vm.Entry, error)
+	PowerOff(ctx context.Context, ref string, opts vm.StopOptions) (vm.StopResult, error)
+	Save(ctx context.Context, ref string) (*vm.SaveResult, error)
+}
+
+// ShutdownGuests takes the running VMs down as the host policy says
+// (onShutdown, shutdownTimeout, parallelShutdown; opts override): it
+// records which VMs run (shutdown.json, for onBoot: restore) before it
+// stops anything, then powers them off by ACPI at most Parallel at once,
+// with one shared deadline after which those still up are quit (shutdown),
+// saves them (save; a guest whose save fails is powered off instead), or
+// quits them at once (kill). The record is completed with each VM's
+// outcome. Guests that are not ours are never touched.
+//
+// A host.yaml that does not load is no reason to leave the guests to die
+// hard: the defaults are used and the report says why. The error is for
+// bad options, a VM store that cannot be listed, or a record that could
+// not be written (the guests were taken down all the same).
+func (h *Host) ShutdownGuests(ctx context.Context, opts ShutdownOptions) (*ShutdownReport, error) {
+	p, perr := LoadPolicy(h.Layout)
+	if perr != nil {
+		h.Log.Warn("host policy not loaded; shutting guests down with the defaults", "err", perr)
+		p = DefaultPolicy()
+	}
+	s := shutdown{g: h.VMs, log: h.Log,
+		write: func(r *ShutdownReport) error { return writeRecord(ShutdownRecordFile(h.Layout), r) },
+		load:  func() (*ShutdownRecord, error) { return LoadShutdownRecord(h.Layout) },
+	}
+	rep, err := s.run(ctx, p, opts)
+	if rep != nil && perr != nil {
+		rep.PolicyError = perr.Error()
+	}
+	return rep, err
+}
+
+// shutdown is one ShutdownGuests, its parts replaceable by tests.
+type shutdown struct {
+	g     guests
+	log   interface{ Warn(string, ...any) }
+	write func(*ShutdownReport) error
+	load  func() (*ShutdownRecord, error)
+	now   func() time.Time
+}
+
+func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*ShutdownReport, error) {
+	if s.now == nil {
+		s.now = time.Now
+	}
+	mode, timeout, parallel := cmp.Or(opts.OnShutdown, p.OnShutdown), cmp.Or(opts.Timeout, p.Timeout()), cmp.Or(opts.Parallel, p.ParallelShutdown)
+	var bad []*fielderr.FieldError
+	switch mode {
+	case OnShutdownShutdown, OnShutdownSave, OnShutdownKill:
+	default:
+		bad = append(bad, &fielderr.FieldError{Field: "onShutdown", Value: mode, Msg: "must be shutdown, save or kill"})
+	}
+	if opts.Timeout < 0 {
+		bad = append(bad, &fielderr.FieldError{Field: "timeout", Value: opts.Timeout.String(), Msg: "must not be negative"})
+	}
+	if opts.Parallel < 0 || opts.Parallel > 256 {
+		bad = append(bad, &fielderr.FieldError{Field: "parallel", Value: opts.Parallel, Msg: "must be between 1 and 256"})
+	}
+	if len(bad) > 0 {
+		return nil, fielderr.New(ErrInvalidShutdown, bad...)
+	}
+
+	start := s.now()
+	deadline := start.Add(timeout)
+	entries, listErr := s.g.List(ctx)
+	if listErr != nil && len(entries) == 0 {
+		return nil, fmt.Errorf("shutdown guests: list the VMs: %w", listErr)
+	}
+	rep := &ShutdownReport{
+		ShutdownRecord: ShutdownRecord{Time: start.UTC(), BootID: proc.BootID(), OnShutdown: mode, Running: []string{}},
+		Timeout:        duration.Duration(timeout), Parallel: parallel, Outcomes: []ShutdownOutcome{},
+	}
+	if listErr != nil {
+		rep.ListError = listErr.Error()
+	}
+	var queue []vm.Entry
+	for _, e := range entries {
+		switch {
+		case e.Class == vm.ClassManaged && e.PID > 0:
+			queue = append(queue, e)
+			rep.Running = append(rep.Running, e.UID)
+		case e.Class == vm.ClassUnreadable && e.PID > 0:
+			rep.Outcomes = append(rep.Outcomes, ShutdownOutcome{Name: e.Name, UID: e.UID, Outcome: ShutdownSkipped,
+				Error: "its spec cannot be read, so virtcon does not act on it: " + e.Message})
+		}
+	}
+	// down in the reverse of the boot's order (then by name)
+	slices.SortStableFunc(queue, func(a, b vm.Entry) int {
+		return cmp.Or(cmp.Compare(b.StartupOrder, a.StartupOrder), cmp.Compare(a.Name, b.Name))
+	})
+	// the record first: a host that loses power from here on still knows
+	// what ran
+	var errs []error
+	if len(queue) == 0 && len(rep.Outcomes) == 0 && s.load != nil {
+		if prev, err := s.load(); err == nil && prev != nil && len(prev.Running) > 0 && prev.BootID != "" && prev.BootID == rep.BootID {
+			rep.RecordKept = true
+		}
+	}
+	write := func() {
+		if rep.RecordKept {
+			return
+		}
+		if err := s.write(rep); err != nil {
+			s.log.Warn("shutdown record not written; shutting guests down all the same", "err", err)
+			errs = append(errs, fmt.Errorf("shutdown guests: record: %w", err))
+		}
+	}
+	write()
+
+	var (
+		mu   sync.Mutex
+		done = len(rep.Outcomes)
+	)
+	total := done + len(queue)
+	report := func(o ShutdownOutcome, finished bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if finished {
+			rep.Outcomes = append(rep.Outcomes, o)
+			done++
+		}
+		if opts.Progress != nil {
+			opts.Progress(ShutdownProgress{VM: o, Done: done, Total: total, Deadline: deadline})
+		}
+	}
+	sem := make(chan struct{}, max(parallel, 1))
+	var wg sync.WaitGroup
+	for _, e := range queue {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			report(ShutdownOutcome{Name: e.Name, UID: e.UID}, false)
+			report(s.one(ctx, e, mode, deadline), true)
+		}()
+	}
+	wg.Wait()
+
+	end := s.now()
+	rep.Finished, rep.Took = &end, duration.Duration(end.Sub(start))
+	// the queue's order, not the order they finished in
+	order := map[string]int{}
+	for i, e := range queue {
+		order[e.UID] = i + 1
+	}
+	slices.SortStableFunc(rep.Outcomes, func(a, b ShutdownOutcome) int { return cmp.Compare(order[a.UID], order[b.UID]) })
+	write()
+	return rep, errors.Join(errs...)
+}
+
+// one takes one VM down by mode, by the shared deadline.
+func (s *shutdown) one(ctx context.Context, e vm.Entry, mode string, deadline time.Time) (o ShutdownOutcome) {
+	start := s.now()
+	o = ShutdownOutcome{Name: e.Name, UID: e.UID}
+	defer func() { o.Took = duration.Duration(s.now().Sub(start)) }()
+	if mode == OnShutdownSave {
+		sctx, cancel := context.WithDeadline(ctx, deadline)
+		r, err := s.g.Save(sctx, e.UID)
+		cancel()
+		switch {
+		case err == nil:
+			o.Outcome, o.SavedBytes = ShutdownSaved, r.Bytes
+			return o
+		case errors.Is(err, vm.ErrNotRunning):
+			o.Outcome = ShutdownGone
+			return o
+		}
+		// the guest runs on after a failed save: power it off instead
+		o.Note = "save failed, powered off instead: " + err.Error()
+		s.log.Warn("save failed; powering the guest off instead", "vm", e.Name, "err", err)
+	}
+	stop := vm.StopOptions{Timeout: deadline.Sub(s.now())}
+	if mode == OnShutdownKill || stop.Timeout <= 0 {
+		stop = vm.StopOptions{Force: true}
+	}
+	res, err := s.g.PowerOff(ctx, e.UID, stop)
+	if err != nil {
+		o.Outcome, o.Error = ShutdownFailed, err.Error()
+		return o
+	}
+	o.Outcome = map[string]string{
+		vm.StoppedACPI: ShutdownPoweredOff, vm.StoppedQuit: ShutdownQuit,
+		vm.StoppedKilled: ShutdownKilled, vm.StoppedNotRunning: ShutdownGone,
+	}[res.How]
+	if o.Outcome == "" {
+		o.Outcome = ShutdownQuit
+	}
+	return o
+}
+
+// ShutdownPlan words what the policy does to the running VMs when the host
+// goes down, for the faces' warnings before a reboot or power-off
+// (power.Warning): "shut down first (…)".
+func (p *Policy) ShutdownPlan() string {
+	switch p.OnShutdown {
+	case OnShutdownSave:
+		return fmt.Sprintf("saved first (RAM and device state to disk; a start resumes each where it was; one not saved within %s is powered off)", p.Timeout())
+	case OnShutdownKill:
+		return "quit first, without asking the guests (host.yaml: onShutdown: kill)"
+	}
+	return fmt.Sprintf("shut down first (the ACPI power button, %d at once; those still up after %s are quit)", p.ParallelShutdown, p.Timeout())
+}

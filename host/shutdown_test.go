@@ -1,0 +1,455 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/virtcon/virtcon/internal/duration"
+	"github.com/virtcon/virtcon/internal/fielderr"
+	"github.com/virtcon/virtcon/internal/proc"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/paths"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// fakeGuest is how one fake VM behaves when it is told to go down.
+type fakeGuest struct {
+	// powerOff is how long its guest takes to power off by ACPI; <0: deaf.
+	powerOff time.Duration
+	stopErr  error
+	// save is how long its save takes; saveErr makes it fail.
+	save    time.Duration
+	saveErr error
+}
+
+// fakeGuests is the VM manager of a shutdown test: it counts how many
+// guests go down at once and keeps what each call was asked.
+type fakeGuests struct {
+	t       *testing.T
+	entries []vm.Entry
+	guests  map[string]fakeGuest // by UID
+	// firstRecord is the record as written before the first stop.
+	records func() []ShutdownReport
+
+	mu        sync.Mutex
+	busy, max int
+	stops     map[string]vm.StopOptions
+	saves     []string
+	order     []string
+}
+
+func (f *fakeGuests) List(context.Context) ([]vm.Entry, error) { return f.entries, nil }
+
+func (f *fakeGuests) enter(uid string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.records != nil && len(f.records()) == 0 {
+		f.t.Errorf("vm %s went down before the shutdown record was written", uid)
+	}
+	f.busy++
+	f.max = max(f.max, f.busy)
+	f.order = append(f.order, uid)
+}
+
+func (f *fakeGuests) leave() {
+	f.mu.Lock()
+	f.busy--
+	f.mu.Unlock()
+}
+
+func (f *fakeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptions) (vm.StopResult, error) {
+	f.enter(uid)
+	defer f.leave()
+	f.mu.Lock()
+	if f.stops == nil {
+		f.stops = map[string]vm.StopOptions{}
+	}
+	f.stops[uid] = opts
+	g := f.guests[uid]
+	f.mu.Unlock()
+	switch {
+	case g.stopErr != nil:
+		return vm.StopResult{}, g.stopErr
+	case opts.Force:
+		return vm.StopResult{How: vm.StoppedQuit}, nil
+	case g.powerOff >= 0 && g.powerOff <= opts.Timeout:
+		time.Sleep(g.powerOff)
+		return vm.StopResult{How: vm.StoppedACPI}, nil
+	}
+	time.Sleep(opts.Timeout) // deaf, or too slow: quit at the deadline
+	return vm.StopResult{How: vm.StoppedQuit}, nil
+}
+
+func (f *fakeGuests) Save(ctx context.Context, uid string) (*vm.SaveResult, error) {
+	f.enter(uid)
+	defer f.leave()
+	f.mu.Lock()
+	f.saves = append(f.saves, uid)
+	g := f.guests[uid]
+	f.mu.Unlock()
+	select {
+	case <-time.After(g.save):
+	case <-ctx.Done():
+		return nil, fmt.Errorf("vm %s: save: %w", uid, ctx.Err())
+	}
+	if g.saveErr != nil {
+		return nil, g.saveErr
+	}
+	return &vm.SaveResult{Bytes: 1000}, nil
+}
+
+// newShutdown runs against guests; it returns the shutdown and the
+// records it wrote, in order.
+func newShutdown(t *testing.T, f *fakeGuests) (*shutdown, func() []ShutdownReport) {
+	var mu sync.Mutex
+	var written []ShutdownReport
+	records := func() []ShutdownReport {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(written)
+	}
+	f.t, f.records = t, records
+	s := &shutdown{g: f, log: testutil.Logger(t), write: func(r *ShutdownReport) error {
+		mu.Lock()
+		defer mu.Unlock()
+		c := *r
+		c.Running, c.Outcomes = slices.Clone(r.Running), slices.Clone(r.Outcomes)
+		written = append(written, c)
+		return nil
+	}}
+	return s, records
+}
+
+func running(names ...string) []vm.Entry {
+	var out []vm.Entry
+	for i, n := range names {
+		out = append(out, vm.Entry{Name: n, UID: "uid-" + n, Class: vm.ClassManaged, Phase: vm.PhaseRunning, PID: 100 + i})
+	}
+	return out
+}
+
+func policy(mode string, timeout time.Duration, parallel int) *Policy {
+	d := duration.Duration(timeout)
+	p := &Policy{APIVersion: PolicyAPIVersion, Kind: PolicyKind, OnShutdown: mode, ShutdownTimeout: &d, ParallelShutdown: parallel}
+	p.defaults()
+	return p
+}
+
+func outcomes(r *ShutdownReport) map[string]string {
+	out := map[string]string{}
+	for _, o := range r.Outcomes {
+		out[o.Name] = o.Outcome
+	}
+	return out
+}
+
+// At most Parallel guests go down at once, and the whole takes about
+// ⌈n/Parallel⌉ guests' time, not the sum.
+func TestShutdownParallelismBound(t *testing.T) {
+	t.Parallel()
+	const each = 100 * time.Millisecond
+	names := []string{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"}
+	f := &fakeGuests{entries: running(names...), guests: map[string]fakeGuest{}}
+	for _, n := range names {
+		f.guests["uid-"+n] = fakeGuest{powerOff: each}
+	}
+	s, _ := newShutdown(t, f)
+	start := time.Now()
+	rep, err := s.run(context.Background(), policy(OnShutdownShutdown, time.Minute, 4), ShutdownOptions{})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.max != 4 {
+		t.Errorf("at most %d guests went down at once; want 4 (parallelShutdown)", f.max)
+	}
+	if took < 3*each || took > 3*each+2*each {
+		t.Errorf("took %v; want about 3 rounds of %v (⌈10/4⌉), not the sum %v", took, each, 10*each)
+	}
+	if n := rep.Count(ShutdownPoweredOff); n != 10 {
+		t.Errorf("%d powered off; want 10: %v", n, outcomes(rep))
+	}
+}
+
+// The deadline is one for the whole shutdown: a guest whose turn comes
+// late gets what is left, and one whose turn comes after it is quit at once.
+func TestShutdownSharedDeadline(t *testing.T) {
+	t.Parallel()
+	const timeout = 400 * time.Millisecond
+	f := &fakeGuests{entries: running("a-deaf", "b-deaf", "c-quick"), guests: map[string]fakeGuest{
+		"uid-a-deaf": {powerOff: -1}, "uid-b-deaf": {powerOff: -1}, "uid-c-quick": {powerOff: 10 * time.Millisecond},
+	}}
+	s, _ := newShutdown(t, f)
+	start := time.Now()
+	rep, err := s.run(context.Background(), policy(OnShutdownShutdown, timeout, 1), ShutdownOptions{})
+	took := time.Since(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took > timeout+200*time.Millisecond {
+		t.Errorf("took %v; want about the one timeout %v, not one per guest", took, timeout)
+	}
+	if a := f.stops["uid-a-deaf"]; a.Force || a.Timeout < timeout-100*time.Millisecond || a.Timeout > timeout {
+		t.Errorf("the first guest got %+v; want about the whole %v", a, timeout)
+	}
+	for _, uid := range []string{"uid-b-deaf", "uid-c-quick"} {
+		if o := f.stops[uid]; !o.Force {
+			t.Errorf("%s, whose turn came at the deadline, got %+v; want it quit at once", uid, o)
+		}
+	}
+	want := map[string]string{"a-deaf": ShutdownQuit, "b-deaf": ShutdownQuit, "c-quick": ShutdownQuit}
+	if got := outcomes(rep); !equalMaps(got, want) {
+		t.Errorf("outcomes %v; want %v", got, want)
+	}
+}
+
+func equalMaps(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Every way a VM goes down has its outcome; guests that are not ours are
+// left alone, unreadable ones of ours reported; the record names exactly
+// the running VMs, before anything stops, then gets the outcomes.
+func TestShutdownOutcomesAndRecord(t *testing.T) {
+	t.Parallel()
+	entries := append(running("acpi", "deaf", "gone", "broken", "killed"),
+		vm.Entry{Name: "off", UID: "uid-off", Class: vm.ClassManaged, Phase: vm.PhaseStopped},
+		vm.Entry{Name: "missing", UID: "uid-missing", Class: vm.ClassMissing, Phase: vm.PhaseStopped},
+		vm.Entry{Name: "saved", UID: "uid-saved", Class: vm.ClassManaged, Phase: vm.PhaseSaved},
+		vm.Entry{Name: "libvirt-guest", UID: "uid-ext", Class: vm.ClassExternal, Phase: vm.PhaseRunning, PID: 900},
+		vm.Entry{Name: "orphan", UID: "uid-orphan", Class: vm.ClassOrphaned, Phase: vm.PhaseRunning, PID: 901},
+		vm.Entry{Name: "unreadable", UID: "uid-unreadable", Class: vm.ClassUnreadable, Phase: vm.PhaseRunning, PID: 902, Message: "spec unreadable"},
+	)
+	f := &fakeGuests{entries: entries, guests: map[string]fakeGuest{
+		"uid-acpi": {powerOff: 0}, "uid-deaf": {powerOff: -1},
+		"uid-broken": {stopErr: errors.New("vm \"broken\": stop: kill 7: operation not permitted")},
+	}}
+	// PowerOff of "gone" and "killed" answer as the manager does
+	g := &outcomeGuests{fakeGuests: f, how: map[string]string{"uid-gone": vm.StoppedNotRunning, "uid-killed": vm.StoppedKilled}}
+	s, records := newShutdown(t, f)
+	s.g = g
+	var progress []ShutdownProgress
+	rep, err := s.run(context.Background(), policy(OnShutdownShutdown, 200*time.Millisecond, 4), ShutdownOptions{
+		Progress: func(p ShutdownProgress) { progress = append(progress, p) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"acpi": ShutdownPoweredOff, "deaf": ShutdownQuit, "gone": ShutdownGone, "broken": ShutdownFailed,
+		"killed": ShutdownKilled, "unreadable": ShutdownSkipped}
+	if got := outcomes(rep); !equalMaps(got, want) {
+		t.Errorf("outcomes %v; want %v", got, want)
+	}
+	for uid := range f.stops {
+		if !slices.Contains([]string{"uid-acpi", "uid-deaf", "uid-gone", "uid-broken", "uid-killed"}, uid) {
+			t.Errorf("%s was stopped; only our running VMs are", uid)
+		}
+	}
+	wantRunning := []string{"uid-acpi", "uid-broken", "uid-deaf", "uid-gone", "uid-killed"}
+	recs := records()
+	if len(recs) != 2 {
+		t.Fatalf("%d records written; want 2 (before, then completed)", len(recs))
+	}
+	first, last := recs[0], recs[1]
+	if got := slices.Sorted(slices.Values(first.Running)); !slices.Equal(got, wantRunning) {
+		t.Errorf("the first record names %v; want exactly the running VMs %v", got, wantRunning)
+	}
+	if first.Finished != nil || len(first.Outcomes) != 1 || first.OnShutdown != OnShutdownShutdown {
+		t.Errorf("the first record: %+v; want no end, no outcome but the skipped VM's, onShutdown shutdown", first)
+	}
+	if last.Finished == nil || len(last.Outcomes) != 6 || !slices.Equal(slices.Sorted(slices.Values(last.Running)), wantRunning) {
+		t.Errorf("the last record: %+v; want finished with 6 outcomes", last)
+	}
+	for _, o := range rep.Outcomes {
+		if o.Outcome == ShutdownFailed && o.Error == "" {
+			t.Errorf("%s failed without an error", o.Name)
+		}
+	}
+	// each VM: begun, then ended; Done counts up to the total
+	if n := len(progress); n != 10 {
+		t.Errorf("%d progress calls; want 10 (5 begun, 5 ended)", n)
+	}
+	if last := progress[len(progress)-1]; last.Done != 6 || last.Total != 6 {
+		t.Errorf("the last progress: %d of %d; want 6 of 6", last.Done, last.Total)
+	}
+}
+
+// outcomeGuests answers PowerOff for some UIDs with a fixed result.
+type outcomeGuests struct {
+	*fakeGuests
+	how map[string]string
+}
+
+func (g *outcomeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptions) (vm.StopResult, error) {
+	if h, ok := g.how[uid]; ok {
+		g.enter(uid)
+		defer g.leave()
+		g.mu.Lock()
+		if g.stops == nil {
+			g.stops = map[string]vm.StopOptions{}
+		}
+		g.stops[uid] = opts
+		g.mu.Unlock()
+		return vm.StopResult{How: h}, nil
+	}
+	return g.fakeGuests.PowerOff(ctx, uid, opts)
+}
+
+func TestShutdownKillQuitsAtOnce(t *testing.T) {
+	t.Parallel()
+	f := &fakeGuests{entries: running("a", "b", "c"), guests: map[string]fakeGuest{}}
+	s, _ := newShutdown(t, f)
+	rep, err := s.run(context.Background(), policy(OnShutdownKill, time.Minute, 4), ShutdownOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for uid, o := range f.stops {
+		if !o.Force {
+			t.Errorf("%s: %+v; want quit at once (onShutdown: kill)", uid, o)
+		}
+	}
+	if n := rep.Count(ShutdownQuit); n != 3 {
+		t.Errorf("%d quit; want 3", n)
+	}
+}
+
+// onShutdown save saves N at once; a guest whose save fails, or that
+// cannot be saved before the deadline, is powered off instead.
+func TestShutdownSave(t *testing.T) {
+	t.Parallel()
+	f := &fakeGuests{entries: running("a", "b", "c", "fails", "slow"), guests: map[string]fakeGuest{
+		"uid-a": {save: 100 * time.Millisecond}, "uid-b": {save: 100 * time.Millisecond}, "uid-c": {save: 100 * time.Millisecond},
+		"uid-fails": {saveErr: errors.New("migration failed: disk full"), powerOff: 0},
+		"uid-slow":  {save: time.Hour, powerOff: -1},
+	}}
+	s, _ := newShutdown(t, f)
+	start := time.Now()
+	rep, err := s.run(context.Background(), policy(OnShutdownSave, 500*time.Millisecond, 2), ShutdownOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > 900*time.Millisecond {
+		t.Errorf("took %v; want about the timeout (500ms)", took)
+	}
+	if f.max != 2 {
+		t.Errorf("%d at once; want 2", f.max)
+	}
+	want := map[string]string{"a": ShutdownSaved, "b": ShutdownSaved, "c": ShutdownSaved, "fails": ShutdownPoweredOff, "slow": ShutdownQuit}
+	if got := outcomes(rep); !equalMaps(got, want) {
+		t.Errorf("outcomes %v; want %v", got, want)
+	}
+	for _, o := range rep.Outcomes {
+		switch o.Name {
+		case "fails", "slow":
+			if o.Note == "" {
+				t.Errorf("%s: no note that its save failed", o.Name)
+			}
+		case "a":
+			if o.SavedBytes != 1000 {
+				t.Errorf("a: saved bytes %d; want 1000", o.SavedBytes)
+			}
+		}
+	}
+	if len(f.saves) != 5 {
+		t.Errorf("saves %v; want all five tried", f.saves)
+	}
+}
+
+func TestShutdownRefusesBadOptions(t *testing.T) {
+	t.Parallel()
+	for _, opts := range []ShutdownOptions{{Timeout: -time.Second}, {Parallel: -1}, {Parallel: 1000}, {OnShutdown: "hibernate"}} {
+		f := &fakeGuests{entries: running("a"), guests: map[string]fakeGuest{}}
+		s, records := newShutdown(t, f)
+		_, err := s.run(context.Background(), DefaultPolicy(), opts)
+		if !errors.Is(err, ErrInvalidShutdown) || !errors.Is(err, fielderr.ErrInvalid) {
+			t.Errorf("%+v: got %v; want ErrInvalidShutdown", opts, err)
+		}
+		if len(f.stops)+len(records()) != 0 {
+			t.Errorf("%+v: refused, yet it stopped %v and wrote %d records", opts, f.stops, len(records()))
+		}
+	}
+}
+
+// A broken host.yaml does not keep the guests from a clean shutdown: the
+// defaults are used, the report says why, and the record is on disk.
+func TestShutdownGuestsWithBrokenPolicy(t *testing.T) {
+	t.Parallel()
+	root := t.TempDir()
+	layout := paths.New(root)
+	if err := os.MkdirAll(layout.ConfigDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(PolicyFile(layout), []byte("apiVersion: virtcon/v1\nkind: HostPolicy\nonShutdown: hibernate\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := New(Options{Layout: layout, HostRoot: t.TempDir(), Logger: testutil.Logger(t)})
+	if err := os.MkdirAll(filepath.Join(h.HostRoot, "proc"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := h.ShutdownGuests(context.Background(), ShutdownOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.PolicyError == "" || rep.OnShutdown != OnShutdownShutdown || rep.Timeout.D() != DefaultShutdownTimeout || rep.Parallel != DefaultParallelShutdown {
+		t.Errorf("report %+v; want the defaults and the policy's error", rep)
+	}
+	rec, err := LoadShutdownRecord(layout)
+	if err != nil || rec == nil || len(rec.Running) != 0 || rec.Time.IsZero() {
+		t.Errorf("LoadShutdownRecord: %+v, %v; want a record naming no VM", rec, err)
+	}
+	st, err := os.Stat(ShutdownRecordFile(layout))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("record file: %v, %v; want 0600", st, err)
+	}
+}
+
+// A second shutdown in the same boot that finds nothing running (systemd's
+// stop of virtcon-guests.service after virt host reboot ran one) keeps the
+// record of the first; a record of an earlier boot is replaced.
+func TestShutdownKeepsThisBootsRecord(t *testing.T) {
+	t.Parallel()
+	boot := proc.BootID()
+	if boot == "" {
+		t.Skip("no boot id readable here (/proc/sys/kernel/random/boot_id)")
+	}
+	for _, tc := range []struct {
+		name     string
+		prev     *ShutdownRecord
+		running  []vm.Entry
+		wantKept bool
+	}{
+		{"this boot's, nothing running now", &ShutdownRecord{BootID: boot, Running: []string{"uid-a"}}, nil, true},
+		{"an earlier boot's", &ShutdownRecord{BootID: "another-boot", Running: []string{"uid-a"}}, nil, false},
+		{"this boot's, but it found nothing either", &ShutdownRecord{BootID: boot, Running: []string{}}, nil, false},
+		{"this boot's, and a VM runs now", &ShutdownRecord{BootID: boot, Running: []string{"uid-a"}}, running("b"), false},
+		{"none", nil, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGuests{entries: tc.running, guests: map[string]fakeGuest{"uid-b": {}}}
+			s, records := newShutdown(t, f)
+			s.load = func() (*ShutdownRecord, error) { return tc.prev, nil }
+			rep, err := s.run(context.Background(), policy(OnShutdownShutdown, time.Second, 4), ShutdownOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.RecordKept != tc.wantKept || (len(records()) == 0) != tc.wantKept {
+				t.Errorf("kept %v, %d records written; want kept %v (and no write when kept)", rep.RecordKept, len(records()), tc.wantKept)
+			}
+		})
+	}
+}
