@@ -18,6 +18,7 @@ func newHostCmd(env *Env) *cobra.Command {
 	}
 	cmd.AddCommand(newHostInfoCmd(env), newHostCheckCmd(env), newHostBootCmd(env), newHostStatusCmd(env),
 		newHostPowerCmd(env, power.ActionReboot), newHostPowerCmd(env, power.ActionPowerOff))
+	cmd.AddCommand(newHostShutdownGuestsCmd(env))
 	return cmd
 }
 

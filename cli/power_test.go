@@ -3,10 +3,13 @@ package cli
 import (
 	"context"
 	"log/slog"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/internal/testutil/fakehost"
+	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/power"
 )
 
@@ -57,5 +60,32 @@ func TestHostPowerWithYes(t *testing.T) {
 	}
 	if len(*calls) != 2 || (*calls)[0] != power.ActionReboot || (*calls)[1] != power.ActionPowerOff {
 		t.Errorf("power actions %v; want [reboot poweroff]", *calls)
+	}
+}
+
+// The guests go down first (the shutdown record exists when the power
+// action is asked), as host.yaml says, and the summary is on stderr.
+func TestHostPowerShutsGuestsDownFirst(t *testing.T) {
+	root := t.TempDir()
+	recorded := false
+	old := hostPower
+	hostPower = func(context.Context, *slog.Logger, power.Action) error {
+		_, err := os.Stat(host.ShutdownRecordFile(paths.New(root)))
+		recorded = err == nil
+		return nil
+	}
+	t.Cleanup(func() { hostPower = old })
+	_, errOut, code := run(t, "host", "reboot", "--yes", "--root", root, "--host-root", fakehost.Tree(t, "intel-iommu"))
+	if code != 0 {
+		t.Fatalf("exit %d (%s)", code, errOut)
+	}
+	if !recorded {
+		t.Error("the reboot was asked before shutdown-guests wrote its record")
+	}
+	if !strings.Contains(errOut, "shutdown-guests: no VM was running") {
+		t.Errorf("stderr %q lacks the shutdown's summary", errOut)
+	}
+	if strings.Contains(errOut, "stopped hard") {
+		t.Errorf("stderr %q still warns that VMs are stopped hard", errOut)
 	}
 }

@@ -94,6 +94,7 @@ func newVMCmd(env *Env) *cobra.Command {
 		newVMSimpleCmd(env, "pause", "Freeze a running VM's vCPUs", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Pause(c.Context(), ref) }),
 		newVMSimpleCmd(env, "resume", "Continue a paused VM", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Resume(c.Context(), ref) }),
 		newVMDeleteCmd(env), newVMConsoleCmd(env), newVMLogsCmd(env), newVMIPCmd(env), newVMGCCmd(env))
+	cmd.AddCommand(newVMSaveCmd(env))
 	cmd.AddCommand(newVMAutostartCmd(env))
 	return cmd
 }
@@ -425,14 +426,22 @@ func newVMShowCmd(env *Env) *cobra.Command {
 }
 
 func newVMStartCmd(env *Env) *cobra.Command {
-	return &cobra.Command{
-		Use:               "start NAME",
-		Short:             "Start a VM; its QEMU runs detached and survives virt",
+	var opts vm.StartOptions
+	cmd := &cobra.Command{
+		Use:   "start NAME",
+		Short: "Start a VM; its QEMU runs detached and survives virt (a Saved VM resumes where it was)",
+		Long: `Start a VM; its QEMU runs detached and survives virt. A VM whose state was
+saved (phase Saved: virt vm save, or virt host shutdown-guests with
+onShutdown: save) resumes from it where it was, and the saved state is
+removed once it runs. A saved state that is damaged, or from another QEMU
+version, or whose VM's machine, memory or CPUs changed since, is refused and
+the VM does not start: --discard-saved throws the state away and boots the
+guest fresh.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m := env.vms()
-			if err := m.Start(cmd.Context(), args[0]); err != nil {
+			if err := m.StartWith(cmd.Context(), args[0], opts); err != nil {
 				return err
 			}
 			e, err := m.Peek(cmd.Context(), args[0])
@@ -445,6 +454,8 @@ func newVMStartCmd(env *Env) *cobra.Command {
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&opts.DiscardSaved, "discard-saved", false, "throw a saved state away and boot the guest fresh (what it had in RAM is lost)")
+	return cmd
 }
 
 func newVMStopCmd(env *Env) *cobra.Command {

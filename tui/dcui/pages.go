@@ -40,7 +40,7 @@ func livePages(c common.Common, h *host.Host, idle time.Duration, activity func(
 		hardware:    hardware.LiveSources(h.Info),
 		logs:        logs.LiveSources(h.Layout, h.VMs),
 		diagnostics: diagnostics.LiveSources(h.Diag),
-		power:       tuipower.LiveSources(h.VMs, h.Power),
+		power:       tuipower.LiveSources(h),
 	})
 }
 

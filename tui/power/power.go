@@ -11,6 +11,7 @@ import (
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/virtcon/virtcon/host"
 	hostpower "github.com/virtcon/virtcon/power"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
@@ -23,18 +24,36 @@ import (
 type Sources struct {
 	// VMs lists the VMs (vm.Manager.List), for the running-VM warning.
 	VMs func(ctx context.Context) ([]vm.Entry, error)
+	// Plan words what the host policy does to the running VMs when the
+	// host goes down (host.Policy.ShutdownPlan); with host.yaml's error
+	// when it did not load (the defaults' plan then).
+	Plan func() (string, error)
+	// ShutdownGuests takes the running VMs down before the host goes down
+	// (host.Host.ShutdownGuests), telling progress as it goes; nil: the
+	// host goes down without it.
+	ShutdownGuests func(ctx context.Context, progress func(host.ShutdownProgress)) (*host.ShutdownReport, error)
 	// Reboot and PowerOff take the host down (power.Reboot, power.PowerOff).
 	Reboot   func(ctx context.Context) error
 	PowerOff func(ctx context.Context) error
 }
 
-// LiveSources lists the VMs through vms and reboots or powers off this
-// machine for real through p.
-func LiveSources(vms *vm.Manager, p *hostpower.Service) Sources {
+// LiveSources lists and shuts down the host's VMs and reboots or powers
+// off this machine for real.
+func LiveSources(h *host.Host) Sources {
 	return Sources{
-		VMs:      vms.List,
-		Reboot:   func(ctx context.Context) error { return p.Do(ctx, hostpower.ActionReboot) },
-		PowerOff: func(ctx context.Context) error { return p.Do(ctx, hostpower.ActionPowerOff) },
+		VMs: h.VMs.List,
+		Plan: func() (string, error) {
+			p, err := host.LoadPolicy(h.Layout)
+			if err != nil {
+				return host.DefaultPolicy().ShutdownPlan(), err
+			}
+			return p.ShutdownPlan(), nil
+		},
+		ShutdownGuests: func(ctx context.Context, progress func(host.ShutdownProgress)) (*host.ShutdownReport, error) {
+			return h.ShutdownGuests(ctx, host.ShutdownOptions{Progress: progress})
+		},
+		Reboot:   func(ctx context.Context) error { return h.Power.Do(ctx, hostpower.ActionReboot) },
+		PowerOff: func(ctx context.Context) error { return h.Power.Do(ctx, hostpower.ActionPowerOff) },
 	}
 }
 
@@ -49,11 +68,23 @@ const (
 
 type (
 	vmsMsg struct {
-		vms []vm.Entry
-		err error
+		vms     []vm.Entry
+		err     error
+		plan    string
+		planErr error
 	}
 	actionMsg struct {
 		a   hostpower.Action
+		err error
+	}
+	// the guests' shutdown before the action: its steps, then its end
+	shutdownStepMsg struct {
+		p    host.ShutdownProgress
+		next tea.Cmd
+	}
+	shutdownDoneMsg struct {
+		a   hostpower.Action
+		rep *host.ShutdownReport
 		err error
 	}
 )
@@ -99,6 +130,14 @@ type Model struct {
 	vmsLoaded bool
 	vmsBusy   bool
 	ticks     int
+	plan      string // what happens to the running VMs (host policy)
+	planErr   error  // host.yaml did not load: the defaults apply
+
+	// the guests' shutdown that runs before the action
+	shutting bool
+	step     *host.ShutdownProgress // the latest
+	ended    *host.ShutdownOutcome  // the latest VM done
+	shutRep  *host.ShutdownReport
 
 	// dialog is the action awaiting confirmation, nil when none.
 	dialog *Action
@@ -163,12 +202,16 @@ func (m *Model) loadVMs() tea.Cmd {
 		return nil
 	}
 	m.vmsBusy = true
-	f, parent := m.src.VMs, m.c.Ctx
+	f, plan, parent := m.src.VMs, m.src.Plan, m.c.Ctx
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(parent, loadTimeout)
 		defer cancel()
 		vms, err := f(ctx)
-		return vmsMsg{vms, err}
+		msg := vmsMsg{vms: vms, err: err, plan: host.DefaultPolicy().ShutdownPlan()}
+		if plan != nil {
+			msg.plan, msg.planErr = plan()
+		}
+		return msg
 	}
 }
 
@@ -185,9 +228,33 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case vmsMsg:
 		m.vmsBusy, m.vmsLoaded = false, true
 		m.vms, m.vmErr = msg.vms, msg.err
+		m.plan, m.planErr = msg.plan, msg.planErr
 		if msg.err != nil && m.c.Logger != nil {
 			m.c.Logger.Warn("power: list VMs", "err", msg.err)
 		}
+	case shutdownStepMsg:
+		p := msg.p
+		m.step = &p
+		if p.VM.Outcome != "" {
+			o := p.VM
+			m.ended = &o
+		}
+		return m, msg.next
+	case shutdownDoneMsg:
+		m.shutting, m.shutRep = false, msg.rep
+		if msg.rep == nil {
+			// nothing was stopped: going down now would kill the guests
+			m.acting = false
+			m.actErr = fmt.Errorf("%s not done: the VMs could not be shut down first: %w", verb(msg.a), msg.err)
+			if m.c.Logger != nil {
+				m.c.Logger.Error("power: shutdown-guests failed", "err", msg.err)
+			}
+			return m, nil
+		}
+		if msg.err != nil && m.c.Logger != nil {
+			m.c.Logger.Warn("power: shutdown-guests", "err", msg.err)
+		}
+		return m, m.powerCmd(msg.a)
 	case actionMsg:
 		m.acting = false
 		if msg.err != nil {
@@ -277,6 +344,65 @@ func (m *Model) act(a Action) tea.Cmd {
 		m.c.Logger.Warn("power: confirmed", "action", a.String(), "user", m.c.Session.User, "tty", m.c.Session.TTY,
 			"running_vms", len(hostpower.Running(m.vms)))
 	}
+	if m.src.ShutdownGuests == nil {
+		return m.powerCmd(a)
+	}
+	m.shutting, m.step, m.ended, m.shutRep = true, nil, nil, nil
+	return m.shutdownCmd(a)
+}
+
+// shutdownCmd takes the guests down first. Its steps come back one
+// message at a time, each carrying the command that waits for the next;
+// a step the screen has not drawn yet when the next comes is dropped
+// (the shutdown never waits for the screen), the end never is.
+func (m *Model) shutdownCmd(a Action) tea.Cmd {
+	f, parent := m.src.ShutdownGuests, m.c.Ctx
+	steps := make(chan host.ShutdownProgress, 1)
+	done := make(chan shutdownDoneMsg, 1)
+	var next tea.Cmd
+	next = func() tea.Msg {
+		select {
+		case p := <-steps:
+			return shutdownStepMsg{p, next}
+		case d := <-done:
+			select {
+			case p := <-steps: // the last step before the end
+				done <- d
+				return shutdownStepMsg{p, next}
+			default:
+			}
+			return d
+		}
+	}
+	return func() tea.Msg {
+		go func() {
+			// the shutdown bounds itself (the policy's timeout); the
+			// session's end cuts it short
+			rep, err := f(parent, func(p host.ShutdownProgress) {
+				select {
+				case steps <- p:
+				default:
+					select { // replace the undrawn step with this one
+					case <-steps:
+					default:
+					}
+					select {
+					case steps <- p:
+					default:
+					}
+				}
+			})
+			done <- shutdownDoneMsg{a, rep, err}
+		}()
+		return next()
+	}
+}
+
+func (m *Model) powerCmd(a Action) tea.Cmd {
+	f := m.src.Reboot
+	if a == hostpower.ActionPowerOff {
+		f = m.src.PowerOff
+	}
 	parent := m.c.Ctx
 	return func() tea.Msg {
 		ctx, cancel := context.WithTimeout(parent, actionTimeout)
@@ -304,9 +430,14 @@ func (m *Model) View() tea.View {
 		lines = append(lines, m.dialogLines(*m.dialog)...)
 	} else {
 		lines = append(lines, s.Section.Render("VIRTUAL MACHINES"))
-		lines = append(lines, m.vmLines(2, m.c.Width)...)
-		lines = append(lines, "")
-		lines = append(lines, m.stateLines()...)
+		if state := m.stateLines(); m.acting || m.done != nil {
+			// what runs now is the shutdown's to tell
+			lines = append(lines, state...)
+		} else {
+			lines = append(lines, m.vmLines(2, m.c.Width)...)
+			lines = append(lines, "")
+			lines = append(lines, state...)
+		}
 	}
 	// the note (or the read-only reason) sits at the bottom, wrapped
 	var note []string
@@ -350,15 +481,20 @@ func (m *Model) vmLines(indent, width int) []string {
 	case !m.vmsLoaded:
 		return []string{pad + s.Muted.Render("checking for running VMs"+dots(s))}
 	case m.vmErr != nil && len(m.vms) == 0:
-		return m.badged(indent, width, styles.Unknown, "could not list the VMs ("+m.clean(m.vmErr.Error())+"); any running VM will be stopped hard")
+		return m.badged(indent, width, styles.Unknown, "could not list the VMs ("+m.clean(m.vmErr.Error())+"); the host does not go down before they can be shut down")
 	}
 	running := hostpower.Running(m.vms)
+	var lines []string
 	if len(running) == 0 {
-		return []string{pad + s.Badgef(styles.OK) + " no VM is running"}
+		lines = []string{pad + s.Badgef(styles.OK) + " no VM is running"}
+	} else {
+		// VM names are host text: an EXTERNAL guest's comes from any argv
+		lines = m.badged(indent, width, styles.Info, m.clean(hostpower.Warning(running, maxNames, m.plan)))
 	}
-	// VM names are host text: an EXTERNAL guest's comes from any argv
-	lines := m.badged(indent, width, styles.Warning, m.clean(hostpower.Warning(running, maxNames)))
-	return append(lines, pad+"       "+s.Muted.Render("to stop them cleanly first: F4/v, or virt vm stop NAME"))
+	if m.planErr != nil {
+		lines = append(lines, m.badged(indent, width, styles.Warning, "host.yaml not loaded, so the defaults apply: "+m.clean(m.planErr.Error()))...)
+	}
+	return lines
 }
 
 // badged is "[WARN] text" at indent with the text wrapped under itself
@@ -377,15 +513,79 @@ func (m *Model) badged(indent, width int, l styles.Level, text string) []string 
 func (m *Model) stateLines() []string {
 	s := m.c.Styles
 	switch {
+	case m.shutting:
+		return m.shutdownLines()
 	case m.acting:
-		return []string{"  " + s.Badgef(styles.Info) + " asking the system to go down" + dots(s)}
+		return append(m.shutdownSummary(), "  "+s.Badgef(styles.Info)+" asking the system to go down"+dots(s))
 	case m.actErr != nil:
 		// the core's error names the action and the command
 		return m.badged(2, m.c.Width, styles.Failure, m.clean(m.actErr.Error()))
 	case m.done != nil:
-		return []string{"  " + s.Badgef(styles.Info) + " " + verb(*m.done) + " requested: the host is going down"}
+		return append(m.shutdownSummary(), "  "+s.Badgef(styles.Info)+" "+verb(*m.done)+" requested: the host is going down")
 	}
 	return nil
+}
+
+// shutdownLines is the guests' shutdown in progress.
+func (m *Model) shutdownLines() []string {
+	s := m.c.Styles
+	if m.step == nil {
+		return []string{"  " + s.Badgef(styles.Info) + " taking the VMs down first" + dots(s)}
+	}
+	p := m.step
+	now := m.c.Now()
+	text := fmt.Sprintf("taking the VMs down first: %d of %d done; those still up at %s are quit", p.Done, p.Total, p.Deadline.In(now.Location()).Format(time.TimeOnly))
+	if left := p.Deadline.Sub(now); left > 0 {
+		text += fmt.Sprintf(" (in %s)", left.Round(time.Second))
+	}
+	lines := m.badged(2, m.c.Width, styles.Info, text)
+	if o := m.ended; o != nil {
+		lines = append(lines, "         "+s.Muted.Render(m.clean(outcomeLine(*o))))
+	}
+	return lines
+}
+
+// shutdownSummary is what the guests' shutdown did, once it is over.
+func (m *Model) shutdownSummary() []string {
+	r := m.shutRep
+	if r == nil || len(r.Outcomes) == 0 {
+		return nil
+	}
+	var parts []string
+	for _, o := range []string{host.ShutdownPoweredOff, host.ShutdownSaved, host.ShutdownQuit, host.ShutdownKilled, host.ShutdownGone, host.ShutdownFailed, host.ShutdownSkipped} {
+		if n := r.Count(o); n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, outcomeWords(o)))
+		}
+	}
+	level := styles.OK
+	if r.Count(host.ShutdownFailed)+r.Count(host.ShutdownSkipped) > 0 {
+		level = styles.Warning
+	}
+	return m.badged(2, m.c.Width, level, fmt.Sprintf("VMs down in %s: %s", r.Took.D().Round(100*time.Millisecond), strings.Join(parts, ", ")))
+}
+
+func outcomeWords(o string) string {
+	switch o {
+	case host.ShutdownPoweredOff:
+		return "powered off"
+	case host.ShutdownQuit:
+		return "quit"
+	case host.ShutdownKilled:
+		return "killed"
+	case host.ShutdownSaved:
+		return "saved"
+	case host.ShutdownGone:
+		return "already stopped"
+	case host.ShutdownFailed:
+		return "not stopped"
+	case host.ShutdownSkipped:
+		return "left alone (spec unreadable)"
+	}
+	return o
+}
+
+func outcomeLine(o host.ShutdownOutcome) string {
+	return fmt.Sprintf("%s %s in %s", o.Name, outcomeWords(o.Outcome), o.Took.D().Round(100*time.Millisecond))
 }
 
 // dialogLines is the confirmation box.

@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	tea "charm.land/bubbletea/v2"
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/virtcon/virtcon/host"
+	"github.com/virtcon/virtcon/internal/duration"
 	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/term"
@@ -20,31 +23,72 @@ import (
 
 const width, height = 76, 17
 
-// fake records the power actions; nothing in these tests can reach the
-// real power.Reboot.
+// fake records the power actions and the guests' shutdowns, in order;
+// nothing in these tests can reach the real power.Reboot.
 type fake struct {
 	vms      []vm.Entry
 	vmErr    error
 	actErr   error
+	planErr  error
 	reboots  int
 	poweroff int
+	// shutdown is what the fake shutdown-guests returns (nil report with
+	// shutErr: nothing stopped); calls lists shutdown/reboot/poweroff.
+	shutdown *host.ShutdownReport
+	shutErr  error
+	calls    []string
+	mu       sync.Mutex
+}
+
+func (f *fake) call(c string) {
+	f.mu.Lock()
+	f.calls = append(f.calls, c)
+	f.mu.Unlock()
 }
 
 func (f *fake) sources() Sources {
 	return Sources{
-		VMs:      func(context.Context) ([]vm.Entry, error) { return f.vms, f.vmErr },
-		Reboot:   func(context.Context) error { f.reboots++; return f.actErr },
-		PowerOff: func(context.Context) error { f.poweroff++; return f.actErr },
+		VMs: func(context.Context) ([]vm.Entry, error) { return f.vms, f.vmErr },
+		Plan: func() (string, error) {
+			return host.DefaultPolicy().ShutdownPlan(), f.planErr
+		},
+		ShutdownGuests: func(ctx context.Context, progress func(host.ShutdownProgress)) (*host.ShutdownReport, error) {
+			f.call("shutdown-guests")
+			if f.shutdown == nil && f.shutErr == nil {
+				return &host.ShutdownReport{}, nil
+			}
+			var outs []host.ShutdownOutcome
+			if f.shutdown != nil {
+				outs = f.shutdown.Outcomes
+			}
+			for i, o := range outs {
+				progress(host.ShutdownProgress{VM: host.ShutdownOutcome{Name: o.Name}, Done: i, Total: len(outs)})
+				progress(host.ShutdownProgress{VM: o, Done: i + 1, Total: len(outs)})
+			}
+			return f.shutdown, f.shutErr
+		},
+		Reboot:   func(context.Context) error { f.call("reboot"); f.reboots++; return f.actErr },
+		PowerOff: func(context.Context) error { f.call("poweroff"); f.poweroff++; return f.actErr },
 	}
 }
 
 func threeRunning() []vm.Entry {
 	return []vm.Entry{
-		{Name: "web-01", Phase: vm.PhaseRunning, PID: 101},
-		{Name: "web-02", Phase: vm.PhaseRunning, PID: 102},
-		{Name: "build", Phase: vm.PhaseStopped},
-		{Name: "db-01", Phase: vm.PhasePaused, PID: 103},
+		{Name: "web-01", Class: vm.ClassManaged, Phase: vm.PhaseRunning, PID: 101},
+		{Name: "web-02", Class: vm.ClassManaged, Phase: vm.PhaseRunning, PID: 102},
+		{Name: "build", Class: vm.ClassManaged, Phase: vm.PhaseStopped},
+		{Name: "db-01", Class: vm.ClassManaged, Phase: vm.PhasePaused, PID: 103},
 	}
+}
+
+// threeDown is what shutting down threeRunning did.
+func threeDown() *host.ShutdownReport {
+	d := func(s float64) duration.Duration { return duration.Duration(time.Duration(s * float64(time.Second))) }
+	return &host.ShutdownReport{Took: d(31.2), Outcomes: []host.ShutdownOutcome{
+		{Name: "web-01", Outcome: host.ShutdownPoweredOff, Took: d(2.1)},
+		{Name: "web-02", Outcome: host.ShutdownPoweredOff, Took: d(3.4)},
+		{Name: "db-01", Outcome: host.ShutdownQuit, Took: d(30.0)},
+	}}
 }
 
 func newModel(t *testing.T, tier term.Tier, f *fake, writer bool) *Model {
@@ -56,11 +100,15 @@ func newModel(t *testing.T, tier term.Tier, f *fake, writer bool) *Model {
 	return m
 }
 
-// send delivers msg and runs the Cmd it returns synchronously.
+// send delivers msg and runs the Cmds that follow from it synchronously,
+// one after the other (the shutdown's steps each bring the next).
 func send(m *Model, msg tea.Msg) {
 	_, cmd := m.Update(msg)
-	if cmd != nil {
-		m.Update(cmd())
+	for i := 0; cmd != nil; i++ {
+		if i == 100 {
+			panic("a chain of more than 100 commands")
+		}
+		_, cmd = m.Update(cmd())
 	}
 }
 
@@ -97,6 +145,25 @@ func states(t *testing.T, tier term.Tier) map[string]string {
 	send(failed, common.ActivateMsg{})
 	press(failed, "b", "y")
 	out["failed"] = view(failed)
+
+	// the guests' shutdown in progress, then done and the host going down
+	shutting := newModel(t, tier, &fake{vms: threeRunning()}, true)
+	send(shutting, common.ActivateMsg{})
+	shutting.acting, shutting.shutting = true, true
+	down := threeDown()
+	shutting.Update(shutdownStepMsg{p: host.ShutdownProgress{VM: down.Outcomes[1], Done: 2, Total: 3,
+		Deadline: shutting.c.Now().Add(4*time.Minute + 30*time.Second)}})
+	out["shutting_down"] = view(shutting)
+
+	going := newModel(t, tier, &fake{vms: threeRunning(), shutdown: threeDown()}, true)
+	send(going, common.ActivateMsg{})
+	press(going, "o", "y")
+	out["going_down"] = view(going)
+
+	badPolicy := newModel(t, tier, &fake{vms: threeRunning(), planErr: errors.New("/etc/virtcon/host.yaml: invalid host policy: onShutdown: \"hibernate\": must be shutdown, save or kill")}, true)
+	send(badPolicy, common.ActivateMsg{})
+	press(badPolicy, "b")
+	out["bad_policy_dialog"] = view(badPolicy)
 	return out
 }
 
@@ -168,7 +235,7 @@ func TestConfirmation(t *testing.T) {
 func TestDialogWarnsAboutRunningVMs(t *testing.T) {
 	var vms []vm.Entry
 	for i := range 7 {
-		vms = append(vms, vm.Entry{Name: fmt.Sprintf("vm-%d", i), Phase: vm.PhaseRunning, PID: 100 + i})
+		vms = append(vms, vm.Entry{Name: fmt.Sprintf("vm-%d", i), Class: vm.ClassManaged, Phase: vm.PhaseRunning, PID: 100 + i})
 	}
 	m := newModel(t, term.Plain, &fake{vms: vms}, true)
 	send(m, common.ActivateMsg{})
@@ -181,9 +248,15 @@ func TestDialogWarnsAboutRunningVMs(t *testing.T) {
 	}
 	v := strings.Join(strings.Fields(strings.NewReplacer("|", " ", "│", " ").Replace(ansi.Strip(view(m)))), " ")
 	for _, want := range []string{"Reboot the host?", "7 VMs are running (vm-0, vm-1, vm-2, vm-3, vm-4, and 2 more)",
-		"stopped hard", "virtcon does not stop them for you", "Press y to reboot now; any other key cancels."} {
+		"they will be shut down first (the ACPI power button, 4 at once; those still up after 5m0s are quit)",
+		"Press y to reboot now; any other key cancels."} {
 		if !strings.Contains(v, want) {
 			t.Errorf("dialog lacks %q:\n%s", want, view(m))
+		}
+	}
+	for _, gone := range []string{"stopped hard", "virtcon does not stop them for you"} {
+		if strings.Contains(v, gone) {
+			t.Errorf("the dialog still says %q:\n%s", gone, view(m))
 		}
 	}
 	if strings.Contains(v, "vm-5") {
@@ -259,7 +332,7 @@ func TestVMListStates(t *testing.T) {
 	}
 	send(m, common.ActivateMsg{})
 	v := strings.Join(strings.Fields(ansi.Strip(view(m))), " ")
-	if !strings.Contains(v, "[????] could not list the VMs (vm store: permission denied); any running VM will be stopped hard") {
+	if !strings.Contains(v, "[????] could not list the VMs (vm store: permission denied); the host does not go down before they can be shut down") {
 		t.Errorf("list error not shown:\n%s", view(m))
 	}
 	// the list is reloaded every few ticks and on opening the dialog
@@ -297,5 +370,44 @@ func TestSelectionAndCLI(t *testing.T) {
 	press(m, "k")
 	if m.CLI() != "virt host reboot --yes" {
 		t.Errorf("CLI after k = %q; want the reboot command", m.CLI())
+	}
+}
+
+// The guests go down first, as the policy says, with progress; then the
+// host. A shutdown that stopped nothing keeps the host up.
+func TestShutdownBeforePower(t *testing.T) {
+	f := &fake{vms: threeRunning(), shutdown: threeDown()}
+	m := newModel(t, term.Plain, f, true)
+	send(m, common.ActivateMsg{})
+	press(m, "b", "y")
+	if got := strings.Join(f.calls, ","); got != "shutdown-guests,reboot" {
+		t.Errorf("calls %s; want shutdown-guests, then reboot", got)
+	}
+	v := strings.Join(strings.Fields(ansi.Strip(view(m))), " ")
+	for _, want := range []string{"VMs down in 31.2s: 2 powered off, 1 quit", "reboot requested: the host is going down"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("screen lacks %q:\n%s", want, view(m))
+		}
+	}
+	if m.ended == nil || m.ended.Name != "db-01" || m.step == nil || m.step.Done != 3 {
+		t.Errorf("the last step seen: %+v, ended %+v; want the third VM done", m.step, m.ended)
+	}
+
+	e := &fake{vms: threeRunning(), shutErr: errors.New("shutdown guests: list the VMs: vm store /var/lib/virtcon/vms: permission denied")}
+	n := newModel(t, term.Plain, e, true)
+	send(n, common.ActivateMsg{})
+	press(n, "o", "y")
+	if e.poweroff != 0 {
+		t.Error("powered off although the VMs could not be shut down first")
+	}
+	v = strings.Join(strings.Fields(ansi.Strip(view(n))), " ")
+	if !strings.Contains(v, "[FAIL] power off not done: the VMs could not be shut down first: shutdown guests: list the VMs") {
+		t.Errorf("no failure shown:\n%s", view(n))
+	}
+	// and the operator may try again
+	e.shutErr, e.shutdown = nil, threeDown()
+	press(n, "o", "y")
+	if e.poweroff != 1 {
+		t.Errorf("power-offs %d after a retry; want 1", e.poweroff)
 	}
 }
