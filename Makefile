@@ -71,7 +71,7 @@ lint: ## gofmt, go vet, staticcheck
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags integration ./...
 
-bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, DCUI first frame/RSS/keypress
+bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress
 	scripts/install-deps.sh libvirt-clients
 	scripts/libvirt-peer.sh
 	$(GO) run ./scripts/bench -virt bin/virt

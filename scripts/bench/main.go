@@ -25,7 +25,7 @@ func main() {
 	virt := flag.String("virt", "bin/virt", "path to the virt binary")
 	n := flag.Int("n", 10, "runs per command")
 	guest := flag.String("guest", "build/guest", "test guest directory (make guest)")
-	only := flag.String("only", "", "run only the host, vm or shutdown benchmarks")
+	only := flag.String("only", "", "run only the host, vm, shutdown or boot benchmarks")
 	flag.Parse()
 	// an interrupted run still removes its VMs and libvirt domains; a
 	// closed stdout (| head) must not kill it before that either
@@ -45,6 +45,9 @@ func main() {
 	}
 	if *only == "" || *only == "shutdown" {
 		failed = shutdownBench(*virt, *guest, *n) || failed
+	}
+	if *only == "" || *only == "boot" {
+		failed = bootBench(*virt, *guest, *n) || failed
 	}
 	if failed {
 		os.Exit(1)
