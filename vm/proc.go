@@ -81,11 +81,18 @@ func (p procFS) owns(pid int, uid string) bool {
 // gone reports whether pid no longer is our QEMU: it has exited (no
 // /proc entry, or a zombie), or the PID now belongs to another program.
 // A process that is still tearing down (its memory, and so its cmdline,
-// already released) is not gone yet: it may still hold its sockets.
+// already released) is not gone yet: it may still hold its sockets. Nor
+// is a zombie leader whose other threads are still exiting (exit_group
+// makes the leader a zombie first): its files are still open, and a
+// systemd that stops its scope then finds it there.
 func (p procFS) gone(pid int, uid string) bool {
 	st, err := p.state(pid)
-	if err != nil || st == "Z" || st == "X" {
+	if err != nil || st == "X" {
 		return true
+	}
+	if st == "Z" {
+		tasks, err := os.ReadDir(filepath.Join(p.root, strconv.Itoa(pid), "task"))
+		return err != nil || len(tasks) <= 1
 	}
 	argv, err := p.cmdline(pid)
 	if err != nil {

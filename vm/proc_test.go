@@ -236,11 +236,17 @@ func TestProcGone(t *testing.T) {
 	write(11, nil, "R")                           // tearing down: no cmdline yet alive
 	write(12, nil, "Z")                           // zombie
 	write(13, []string{"/bin/sleep", "100"}, "S") // PID reused
+	// a zombie leader whose threads are still exiting, and one alone
+	write(15, nil, "Z")
+	write(16, nil, "Z")
+	for _, task := range []string{"15/task/15", "15/task/17", "16/task/16"} {
+		os.MkdirAll(filepath.Join(root, task), 0o755)
+	}
 	p := procFS{root: root}
 	tests := []struct {
 		pid  int
 		want bool
-	}{{10, false}, {11, false}, {12, true}, {13, true}, {14, true}}
+	}{{10, false}, {11, false}, {12, true}, {13, true}, {14, true}, {15, false}, {16, true}}
 	for _, tc := range tests {
 		if got := p.gone(tc.pid, uid); got != tc.want {
 			t.Errorf("gone(%d) = %t; want %t", tc.pid, got, tc.want)
