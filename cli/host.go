@@ -14,7 +14,7 @@ import (
 func newHostCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "host",
-		Short: "Inspect this host: hardware inventory and readiness checks; reboot or power it off",
+		Short: "Inspect this host (inventory, checks, lifecycle status); bring its network and VMs up at boot, take the guests down; reboot or power it off",
 	}
 	cmd.AddCommand(newHostInfoCmd(env), newHostCheckCmd(env), newHostBootCmd(env), newHostStatusCmd(env),
 		newHostPowerCmd(env, power.ActionReboot), newHostPowerCmd(env, power.ActionPowerOff))
