@@ -318,4 +318,3 @@ func (s *stage) writeConfig(version string) error {
 	}
 	return os.WriteFile(filepath.Join(s.dir, "nfpm.yaml"), b, 0o644)
 }
-
