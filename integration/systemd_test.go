@@ -313,11 +313,13 @@ exec %[3]s --system --unit=virtcon-test.target --log-target=kmsg --log-level=inf
 		// systemd does not use
 		fmt.Fprintf(&moves, "echo $$ > %s/cgroup.procs 2>/dev/null || true\n", d)
 	}
-	script := moves.String() + "exec unshare --pid --fork --mount --uts --ipc --net --cgroup /bin/sh -c '" + strings.ReplaceAll(inner, "'", `'\''`) + "'"
+	script := moves.String() + "exec unshare --kill-child --pid --fork --mount --uts --ipc --net --cgroup /bin/sh -c '" + strings.ReplaceAll(inner, "'", `'\''`) + "'"
 	cmd := exec.Command("/bin/sh", "-c", script)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	// should the test die, unshare dies with it, and with unshare
+	// (--kill-child) the namespace's init and all in it
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
