@@ -13,7 +13,7 @@ VIRT_BIN ?= bin/virt
 # The race detector slows the integration tests; CI keeps it on.
 TESTFLAGS ?= -race -count=1
 
-.PHONY: help build virt build-deps install run deps test test-unit test-integration lint bench docs clean deb
+.PHONY: help build virt build-deps install run deps test test-unit test-integration test-deb lint bench docs clean deb
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
@@ -57,6 +57,9 @@ deps: ## install the system packages and tools the tests need (root)
 
 test: deps lint guest ## install what the tests need, then lint and run unit + integration tests (root)
 	$(GO) test $(TESTFLAGS) -timeout 20m -tags integration ./...
+
+test-deb: deps ## build the .deb, lintian it, install, check and purge it on this machine (root; CI runs it after test)
+	VIRTCON_DEB_TEST=1 $(GO) test -count=1 -timeout 15m -tags integration -run 'TestIntegrationDebPackage' -v ./integration/
 
 test-unit: ## unit tests only (no root, no QEMU)
 	$(GO) test $(TESTFLAGS) ./...
