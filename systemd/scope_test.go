@@ -101,6 +101,13 @@ func (f *fakeSystemd) StartTransientUnit(name, mode string, props []property, au
 	return dbus.ObjectPath(fmt.Sprintf("/org/freedesktop/systemd1/job/%d", len(f.calls))), nil
 }
 
+// recorded returns the calls so far; the bus answers on its own goroutines.
+func (f *fakeSystemd) recorded() []startCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]startCall(nil), f.calls...)
+}
+
 // serve puts f on the bus as org.freedesktop.systemd1.
 func (f *fakeSystemd) serve(t *testing.T, addr string) {
 	t.Helper()
@@ -147,10 +154,11 @@ func TestPlaceOverDBus(t *testing.T) {
 	if want := "virtcon-vm-" + uid + ".scope"; unit != want {
 		t.Errorf("unit: got %q; want %q", unit, want)
 	}
-	if len(f.calls) != 1 {
-		t.Fatalf("StartTransientUnit calls: got %d; want 1", len(f.calls))
+	calls := f.recorded()
+	if len(calls) != 1 {
+		t.Fatalf("StartTransientUnit calls: got %d; want 1", len(calls))
 	}
-	c := f.calls[0]
+	c := calls[0]
 	if c.Name != unit || c.Mode != "fail" || c.Aux != 0 {
 		t.Errorf("call: got name %q mode %q aux %d; want %q, \"fail\", 0", c.Name, c.Mode, c.Aux, unit)
 	}
