@@ -29,7 +29,7 @@ func newImageCmd(env *Env) *cobra.Command {
 			if err != nil {
 				return imageFlags(err)
 			}
-			fmt.Fprintf(env.IO.ErrOut, "image %s: %d bytes, sha256 %s\n", img.Name, img.SizeBytes, img.SHA256)
+			env.pulled(img)
 			return render(env.IO.Out, env.Output, img, func(w io.Writer) error {
 				fmt.Fprintf(w, "%s\t%s\t%s\n", img.Name, img.Format, img.SHA256)
 				return nil
@@ -171,4 +171,9 @@ func (e *Env) pullProgress() vm.ProgressFunc {
 			fmt.Fprintln(e.IO.ErrOut)
 		}
 	}
+}
+
+// pulled says on stderr what a pull brought in.
+func (e *Env) pulled(img *vm.Image) {
+	fmt.Fprintf(e.IO.ErrOut, "image %s: %d bytes, sha256 %s\n", img.Name, img.SizeBytes, img.SHA256)
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/virtcon/virtcon/internal/duration"
-	"github.com/virtcon/virtcon/netcfg"
 	"github.com/virtcon/virtcon/vm"
 	"golang.org/x/term"
 )
@@ -157,9 +156,12 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 				v.Metadata.Labels[k] = val
 			}
 			if image != "" {
-				name, err := m.EnsureImage(cmd.Context(), image, env.pullProgress())
+				name, pulled, err := m.EnsureImage(cmd.Context(), image, env.pullProgress())
 				if err != nil {
 					return err
+				}
+				if pulled != nil {
+					env.pulled(pulled)
 				}
 				v.Spec.Disks = append(v.Spec.Disks, vm.Disk{Name: "root", Image: name, Size: disk})
 			} else if disk != "" {
@@ -240,7 +242,7 @@ func nicTargets(env *Env) func(*cobra.Command, []string, string) ([]string, cobr
 				out = append(out, "bridge="+name)
 			}
 		}
-		if cfg, err := netcfg.LoadEffective(env.Layout()); err == nil && cfg != nil {
+		if cfg, err := env.net().LoadEffective(); err == nil && cfg != nil {
 			for _, n := range cfg.Networks {
 				out = append(out, n.Name)
 			}
@@ -248,7 +250,7 @@ func nicTargets(env *Env) func(*cobra.Command, []string, string) ([]string, cobr
 				bridge(b.Name)
 			}
 		}
-		if st, err := netcfg.ReadState(cmd.Context()); err == nil {
+		if st, err := env.net().ReadState(cmd.Context()); err == nil {
 			for _, l := range st.Links {
 				if l.Type == "bridge" {
 					bridge(l.Name)

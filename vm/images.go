@@ -434,15 +434,20 @@ func IsImageURL(ref string) bool {
 
 // EnsureImage returns the store name for an image reference: a name as it
 // is, a URL pulled first (once: an image already pulled from it is used).
-func (m *Manager) EnsureImage(ctx context.Context, ref string, progress ProgressFunc) (string, error) {
+// pulled is the image when this call downloaded it, nil otherwise.
+func (m *Manager) EnsureImage(ctx context.Context, ref string, progress ProgressFunc) (name string, pulled *Image, err error) {
 	if !IsImageURL(ref) {
-		return ref, nil
+		return ref, nil, nil
 	}
-	name := URLImageName(ref)
-	if _, err := m.PullImage(ctx, ref, name, "", progress); err != nil && !errors.Is(err, ErrExists) {
-		return "", err
+	name = URLImageName(ref)
+	img, err := m.PullImage(ctx, ref, name, "", progress)
+	switch {
+	case errors.Is(err, ErrExists):
+		return name, nil, nil
+	case err != nil:
+		return "", nil, err
 	}
-	return name, nil
+	return name, img, nil
 }
 
 // ImportImage copies a local qcow2 or raw file into the store. Only a

@@ -353,3 +353,41 @@ func TestImportOverUnreadableImageRefused(t *testing.T) {
 		t.Error("the unmarked base in use was replaced")
 	}
 }
+
+// The core's rules for entries and image references.
+func TestEntryRulesAndImageRefs(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		e                   Entry
+		actionable, running bool
+	}{
+		{Entry{Class: ClassManaged, Phase: PhaseStopped}, true, false},
+		{Entry{Class: ClassManaged, Phase: PhaseRunning, PID: 3}, true, true},
+		{Entry{Class: ClassManaged, Phase: PhaseUnresponsive}, true, true},
+		{Entry{Class: ClassMissing, Phase: PhaseStopped}, true, false},
+		{Entry{Class: ClassExternal, Phase: PhaseRunning, PID: 9}, false, true},
+		{Entry{Class: ClassExternal, Phase: PhaseRunning}, false, false},
+		{Entry{Class: ClassOrphaned, Phase: PhaseStopped}, false, false},
+		{Entry{Class: ClassUnreadable, Phase: PhaseUnknown}, false, false},
+	} {
+		if tt.e.Actionable() != tt.actionable || tt.e.Running() != tt.running {
+			t.Errorf("%+v: actionable %v running %v; want %v %v", tt.e, tt.e.Actionable(), tt.e.Running(), tt.actionable, tt.running)
+		}
+	}
+	for ref, url := range map[string]bool{"debian-12": false, "https://x/y.qcow2": true, "http://x/y": true, "ftp://x/y": false} {
+		if IsImageURL(ref) != url {
+			t.Errorf("IsImageURL(%q) = %v", ref, !url)
+		}
+	}
+	a, b := URLImageName("https://x/a.img"), URLImageName("https://x/b.img")
+	if a == b || a != URLImageName("https://x/a.img") || ValidateName("image", a) != nil {
+		t.Errorf("URLImageName: %q %q; want stable, distinct, valid names", a, b)
+	}
+	m, _, _ := newTestManager(t)
+	if name, pulled, err := m.EnsureImage(context.Background(), "debian-12", nil); name != "debian-12" || pulled != nil || err != nil {
+		t.Errorf("EnsureImage(name) = %q, %v, %v", name, pulled, err)
+	}
+	if got := m.SerialLogPath(testUID); filepath.Dir(filepath.Dir(got)) != m.SerialLogDir() {
+		t.Errorf("SerialLogPath %s is not under SerialLogDir %s", got, m.SerialLogDir())
+	}
+}
