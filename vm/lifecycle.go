@@ -359,10 +359,13 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 	defer func() { res.Took = time.Since(start) }()
 	uid, name := vm.Metadata.UID, vm.Metadata.Name
 	// Desired state first: a crash mid-stop leaves "spec says stopped"
-	// and a new `virt vm stop` finishes the job.
+	// and a new `virt vm stop` finishes the job. Like a start's intent it
+	// needs to survive a killed virt, not a power loss (the durable save
+	// after the stop confirms it): one fsync less per stop, which a
+	// shutdown of many guests at once pays on one journal.
 	if vm.Spec.Running {
 		vm.Spec.Running = false
-		if err := m.store.save(vm); err != nil {
+		if err := m.store.saveIntent(vm); err != nil {
 			return res, err
 		}
 	}
