@@ -27,7 +27,8 @@ type Env struct {
 	NoColor  bool
 	Logger   *slog.Logger
 
-	host *host.Host // built on first use, after the flags are read
+	host  *host.Host // built on first use, after the flags are read
+	vmSvc vmService  // tests' fake VM service; nil: the host's VM manager
 }
 
 // Layout is virtcon's own file layout under --root.
@@ -51,7 +52,12 @@ func Main() int {
 
 // Run executes one command line; tests call it directly.
 func Run(ctx context.Context, args []string, io *IOStreams) int {
-	env := &Env{IO: io}
+	return runEnv(ctx, args, &Env{IO: io})
+}
+
+// runEnv is Run with the Env given: tests set its unexported services.
+func runEnv(ctx context.Context, args []string, env *Env) int {
+	io := env.IO
 	root := NewRootCmd(env)
 	root.SetArgs(args)
 	root.SetIn(io.In)

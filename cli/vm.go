@@ -15,8 +15,6 @@ import (
 	"golang.org/x/term"
 )
 
-func (e *Env) vms() *vm.Manager { return e.Host().VMs }
-
 // vmNames completes VM names.
 func vmNames(env *Env) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 	return func(cmd *cobra.Command, args []string, _ string) ([]string, cobra.ShellCompDirective) {
@@ -88,10 +86,10 @@ func newVMCmd(env *Env) *cobra.Command {
 		Short:   "Create, run and inspect VMs (plain QEMU processes that outlive virt)",
 	}
 	cmd.AddCommand(newVMCreateCmd(env), newVMListCmd(env), newVMShowCmd(env), newVMStartCmd(env), newVMStopCmd(env),
-		newVMSimpleCmd(env, "kill", "Stop a VM at once (SIGKILL of its QEMU): the guest gets no chance to shut down", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Kill(c.Context(), ref) }),
-		newVMSimpleCmd(env, "reboot", "Reset a running VM (hard reset, like the reset button)", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Reboot(c.Context(), ref) }),
-		newVMSimpleCmd(env, "pause", "Freeze a running VM's vCPUs", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Pause(c.Context(), ref) }),
-		newVMSimpleCmd(env, "resume", "Continue a paused VM", func(m *vm.Manager, c *cobra.Command, ref string) error { return m.Resume(c.Context(), ref) }),
+		newVMSimpleCmd(env, "kill", "Stop a VM at once (SIGKILL of its QEMU): the guest gets no chance to shut down", func(m vmService, c *cobra.Command, ref string) error { return m.Kill(c.Context(), ref) }),
+		newVMSimpleCmd(env, "reboot", "Reset a running VM (hard reset, like the reset button)", func(m vmService, c *cobra.Command, ref string) error { return m.Reboot(c.Context(), ref) }),
+		newVMSimpleCmd(env, "pause", "Freeze a running VM's vCPUs", func(m vmService, c *cobra.Command, ref string) error { return m.Pause(c.Context(), ref) }),
+		newVMSimpleCmd(env, "resume", "Continue a paused VM", func(m vmService, c *cobra.Command, ref string) error { return m.Resume(c.Context(), ref) }),
 		newVMDeleteCmd(env), newVMConsoleCmd(env), newVMLogsCmd(env), newVMIPCmd(env), newVMGCCmd(env))
 	cmd.AddCommand(newVMSaveCmd(env))
 	cmd.AddCommand(newVMAutostartCmd(env))
@@ -483,7 +481,7 @@ func newVMStopCmd(env *Env) *cobra.Command {
 	return cmd
 }
 
-func newVMSimpleCmd(env *Env, name, short string, f func(*vm.Manager, *cobra.Command, string) error) *cobra.Command {
+func newVMSimpleCmd(env *Env, name, short string, f func(vmService, *cobra.Command, string) error) *cobra.Command {
 	return &cobra.Command{
 		Use:               name + " NAME",
 		Short:             short,
