@@ -19,7 +19,7 @@ help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 build: virt ## build bin/virt and bin/dcui
-	CGO_ENABLED=1 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/dcui ./cmd/dcui  # PAM: cgo, never silently without
+	CGO_ENABLED=1 $(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o bin/dcui ./cmd/dcui  # PAM: cgo, never silently without
 
 virt: ## build bin/virt only (VIRT_BIN=PATH elsewhere)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(VIRT_BIN) ./cmd/virt  # static: starts faster
