@@ -101,6 +101,45 @@ func TestIntegrationShutdownGuests(t *testing.T) {
 			t.Errorf("%s after the shutdown: %s %s; want MANAGED Stopped", name, e.Class, e.Phase)
 		}
 	}
+
+	// onBoot: restore starts exactly the five that ran (none of them has
+	// autostart), not the one that was off
+	layout := paths.New(root)
+	if err := os.MkdirAll(layout.ConfigDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(host.PolicyFile(layout), []byte("apiVersion: virtcon/v1\nkind: HostPolicy\nonBoot: restore\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns := netns(t)
+	b := virtIn(t, ns, "--root", root, "host", "boot", "-o", "json")
+	if b.code != 0 {
+		t.Fatalf("virt host boot (restore): exit %d\nstderr: %s", b.code, b.stderr)
+	}
+	var boot host.BootRecord
+	if err := json.Unmarshal([]byte(b.stdout), &boot); err != nil {
+		t.Fatalf("boot record: %v\n%s", err, b.stdout)
+	}
+	started := map[string]string{}
+	for _, bv := range boot.VMs {
+		if bv.Outcome == host.BootStarted {
+			started[bv.Name] = bv.Why
+		}
+	}
+	if len(started) != len(kinds) {
+		t.Errorf("restore started %v; want exactly %d: the ones that ran", started, len(kinds))
+	}
+	for name := range kinds {
+		if started[name] != host.WhyRestore {
+			t.Errorf("%s: started %q by the restore; want %q", name, started[name], host.WhyRestore)
+		}
+	}
+	vms := listVMs(t, root)
+	for name, e := range vms {
+		if up := e.Phase == vm.PhaseRunning; up != (name != "off") {
+			t.Errorf("%s after the restore: %s; want running %v", name, e.Phase, name != "off")
+		}
+	}
 }
 
 // consoleType attaches to the VM's console, types command, waits for want
@@ -142,8 +181,8 @@ func counters(log string) []int {
 }
 
 // onShutdown: save saves the guest (process gone, phase Saved, spec still
-// running); a start resumes it and its shell's counter goes on where it
-// was, not from 1. A damaged state, or one from another QEMU, is refused
+// running); the next virt host boot resumes it and its shell's counter
+// goes on where it was, not from 1. A damaged state, or one from another QEMU, is refused
 // and nothing starts; --discard-saved boots it fresh.
 func TestIntegrationSaveResume(t *testing.T) {
 	g := requireGuest(t)
@@ -191,11 +230,20 @@ func TestIntegrationSaveResume(t *testing.T) {
 	t.Logf("counter at the save: %d", last)
 
 	time.Sleep(2 * time.Second) // the host's clock runs on; the guest's does not
-	r = virt(t, nil, "--root", root, "vm", "start", "s1")
+	// the next boot resumes it (onBoot is autostart, s1 has no autostart:
+	// the shutdown that saved it promised the resume)
+	r = virtIn(t, netns(t), "--root", root, "host", "boot", "-o", "json")
 	if r.code != 0 {
-		t.Fatalf("resume: exit %d: %s", r.code, r.stderr)
+		t.Fatalf("virt host boot (resume): exit %d: %s", r.code, r.stderr)
 	}
-	t.Logf("resume: %v", r.elapsed)
+	t.Logf("boot with the resume: %v", r.elapsed)
+	var boot host.BootRecord
+	if err := json.Unmarshal([]byte(r.stdout), &boot); err != nil {
+		t.Fatal(err)
+	}
+	if len(boot.VMs) != 1 || boot.VMs[0].Name != "s1" || boot.VMs[0].Outcome != host.BootStarted || boot.VMs[0].Why != host.WhySaved {
+		t.Fatalf("boot VMs %+v; want s1 started, why saved", boot.VMs)
+	}
 	testutil.WaitForText(t, 30*time.Second, 100*time.Millisecond, func() string { return serialLog(root, uid)[len(before):] }, fmt.Sprintf("C=%d", last+2))
 	after := counters(serialLog(root, uid)[len(before):])
 	if len(after) == 0 || after[0] != last+1 {
