@@ -469,10 +469,11 @@ func newVMStopCmd(env *Env) *cobra.Command {
 			if cmd.Flags().Changed("timeout") && opts.Timeout == 0 {
 				opts.Force = true // --timeout 0: no graceful wait at all
 			}
-			if err := env.vms().Stop(cmd.Context(), args[0], opts); err != nil {
+			res, err := env.vms().PowerOff(cmd.Context(), args[0], opts)
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(env.IO.ErrOut, "%s stopped\n", args[0])
+			fmt.Fprintf(env.IO.ErrOut, "%s %s\n", args[0], stopWords(res, opts))
 			return nil
 		},
 	}

@@ -40,6 +40,7 @@ type fakeVMs struct {
 	entries []vm.Entry
 	errs    map[string]error
 	save    *vm.SaveResult // what a Save without an error returns
+	stop    vm.StopResult  // what a PowerOff without an error returns
 
 	calls []call
 	// saveLeft is how long Save's context had left when it was called;
@@ -61,6 +62,7 @@ func newFakeVMs() *fakeVMs {
 			{Name: "ext", Class: vm.ClassExternal, Phase: vm.PhaseRunning, PID: 777, Source: "qemu"},
 		},
 		errs: map[string]error{},
+		stop: vm.StopResult{How: vm.StoppedACPI, Took: 1234 * time.Millisecond},
 	}
 }
 
@@ -103,8 +105,11 @@ func (f *fakeVMs) StartWith(_ context.Context, ref string, opts vm.StartOptions)
 	return f.act("StartWith", ref, running, opts)
 }
 
-func (f *fakeVMs) Stop(_ context.Context, ref string, opts vm.StopOptions) error {
-	return f.act("Stop", ref, stopped, opts)
+func (f *fakeVMs) PowerOff(_ context.Context, ref string, opts vm.StopOptions) (vm.StopResult, error) {
+	if err := f.act("PowerOff", ref, stopped, opts); err != nil {
+		return vm.StopResult{How: vm.StoppedNotRunning}, err
+	}
+	return f.stop, nil
 }
 
 func (f *fakeVMs) Kill(_ context.Context, ref string) error { return f.act("Kill", ref, stopped) }

@@ -148,31 +148,64 @@ func TestVMStartSeam(t *testing.T) {
 
 func TestVMStopSeam(t *testing.T) {
 	gentle := vm.StopOptions{Timeout: vm.DefaultStopTimeout}
+	forced := vm.StopOptions{Timeout: vm.DefaultStopTimeout, Force: true}
+	const acpi = "web stopped: powered off by ACPI in 1.2s\n"
+	how := func(r vm.StopResult) func(*fakeVMs) { return func(f *fakeVMs) { f.stop = r } }
 	runSeam(t, []seamCase{{
+		name:   "the guest did not power off in time: quit",
+		args:   []string{"vm", "stop", "web", "--timeout", "5s"},
+		script: how(vm.StopResult{How: vm.StoppedQuit, Took: 5100 * time.Millisecond}),
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Timeout: 5 * time.Second}}}},
+		stderr: "web stopped: the guest did not power off in 5s, so QEMU was told to quit\n",
+	}, {
+		name:   "forced: quit",
+		args:   []string{"vm", "stop", "web", "--force"},
+		script: how(vm.StopResult{How: vm.StoppedQuit, Took: 80 * time.Millisecond}),
+		calls:  []call{{"PowerOff", []any{"web", forced}}},
+		stderr: "web stopped: QEMU quit in 80ms\n",
+	}, {
+		name:   "the guest never started: quit at once, not blamed on the timeout",
+		args:   []string{"vm", "stop", "web"},
+		script: how(vm.StopResult{How: vm.StoppedQuit, Took: 40 * time.Millisecond}),
+		calls:  []call{{"PowerOff", []any{"web", gentle}}},
+		stderr: "web stopped: QEMU quit in 40ms\n",
+	}, {
+		name:   "killed",
+		args:   []string{"vm", "stop", "web", "--force"},
+		script: how(vm.StopResult{How: vm.StoppedKilled, Took: 3 * time.Second}),
+		calls:  []call{{"PowerOff", []any{"web", forced}}},
+		stderr: "web stopped: QEMU killed in 3s (it answered neither the power button nor quit)\n",
+	}, {
+		name:   "not running",
+		args:   []string{"vm", "stop", "web"},
+		script: how(vm.StopResult{How: vm.StoppedNotRunning}),
+		calls:  []call{{"PowerOff", []any{"web", gentle}}},
+		stderr: "web was not running\n",
+	}, {
 		name:   "gentle",
 		args:   []string{"vm", "stop", "web"},
-		calls:  []call{{"Stop", []any{"web", gentle}}},
-		stderr: "web stopped\n",
+		calls:  []call{{"PowerOff", []any{"web", gentle}}},
+		stderr: acpi,
 	}, {
 		name:   "--timeout",
 		args:   []string{"vm", "stop", "web", "--timeout", "5s"},
-		calls:  []call{{"Stop", []any{"web", vm.StopOptions{Timeout: 5 * time.Second}}}},
-		stderr: "web stopped\n",
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Timeout: 5 * time.Second}}}},
+		stderr: acpi,
 	}, {
 		name:   "--timeout in bare seconds",
 		args:   []string{"vm", "stop", "web", "--timeout", "90"},
-		calls:  []call{{"Stop", []any{"web", vm.StopOptions{Timeout: 90 * time.Second}}}},
-		stderr: "web stopped\n",
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Timeout: 90 * time.Second}}}},
+		stderr: acpi,
 	}, {
 		name:   "--force",
 		args:   []string{"vm", "stop", "web", "--force"},
-		calls:  []call{{"Stop", []any{"web", vm.StopOptions{Timeout: vm.DefaultStopTimeout, Force: true}}}},
-		stderr: "web stopped\n",
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Timeout: vm.DefaultStopTimeout, Force: true}}}},
+		stderr: acpi,
 	}, {
 		name:   "--timeout 0 is --force",
 		args:   []string{"vm", "stop", "web", "--timeout", "0"},
-		calls:  []call{{"Stop", []any{"web", vm.StopOptions{Force: true}}}},
-		stderr: "web stopped\n",
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Force: true}}}},
+		stderr: acpi,
 	}, {
 		name:      "negative --timeout: usage, nothing stopped",
 		args:      []string{"vm", "stop", "web", "--timeout", "-5s"},
@@ -181,14 +214,14 @@ func TestVMStopSeam(t *testing.T) {
 	}, {
 		name:   "not found",
 		args:   []string{"vm", "stop", "nope", "--force"},
-		calls:  []call{{"Stop", []any{"nope", vm.StopOptions{Timeout: vm.DefaultStopTimeout, Force: true}}}},
+		calls:  []call{{"PowerOff", []any{"nope", vm.StopOptions{Timeout: vm.DefaultStopTimeout, Force: true}}}},
 		code:   ExitError,
 		stderr: "virt: vm \"nope\": not found\n",
 	}, {
 		name:   "unreadable spec: not permitted",
 		args:   []string{"vm", "stop", "web"},
-		script: fail("Stop", errUnreadableSpec(webUID)),
-		calls:  []call{{"Stop", []any{"web", gentle}}},
+		script: fail("PowerOff", errUnreadableSpec(webUID)),
+		calls:  []call{{"PowerOff", []any{"web", gentle}}},
 		code:   ExitNotPermitted,
 		stderr: "virt: " + errUnreadableSpec(webUID).Error() + " (needs root: run it with sudo)\n",
 	}})

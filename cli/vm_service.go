@@ -23,7 +23,7 @@ type vmService interface {
 
 	// lifecycle
 	StartWith(ctx context.Context, ref string, opts vm.StartOptions) error
-	Stop(ctx context.Context, ref string, opts vm.StopOptions) error
+	PowerOff(ctx context.Context, ref string, opts vm.StopOptions) (vm.StopResult, error)
 	Kill(ctx context.Context, ref string) error
 	Reboot(ctx context.Context, ref string) error
 	Pause(ctx context.Context, ref string) error

@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/virtcon/virtcon/internal/fielderr"
 	"github.com/virtcon/virtcon/internal/redact"
@@ -89,4 +90,26 @@ func reasonHint(reason string) string {
 		return " (virt vm gc removes it)"
 	}
 	return ""
+}
+
+// stopWords says how a VM went down (after its name).
+func stopWords(r vm.StopResult, opts vm.StopOptions) string {
+	took := r.Took.Round(100 * time.Millisecond)
+	if r.Took < time.Second {
+		took = r.Took.Round(10 * time.Millisecond)
+	}
+	switch r.How {
+	case vm.StoppedACPI:
+		return fmt.Sprintf("stopped: powered off by ACPI in %s", took)
+	case vm.StoppedQuit:
+		if !opts.Force && r.Took >= opts.Timeout {
+			return fmt.Sprintf("stopped: the guest did not power off in %s, so QEMU was told to quit", opts.Timeout)
+		}
+		return fmt.Sprintf("stopped: QEMU quit in %s", took)
+	case vm.StoppedKilled:
+		return fmt.Sprintf("stopped: QEMU killed in %s (it answered neither the power button nor quit)", took)
+	case vm.StoppedNotRunning:
+		return "was not running"
+	}
+	return "stopped"
 }
