@@ -65,9 +65,6 @@ func (m *Manager) List(ctx context.Context) ([]Entry, error) {
 			Message: "spec unreadable: " + se.Error() + " (repair or restore it; nothing acts on this VM until then)"}
 		if p, ok := byUID[se.UID]; ok {
 			e.Name = qemuName(p.Argv)
-			if e.Name == "-" {
-				e.Name = ""
-			}
 		}
 		out = append(out, e)
 	}
@@ -111,9 +108,6 @@ func (m *Manager) notOurs(procs []qemuProcess, ours map[string]bool) []Entry {
 		}
 		e := Entry{Name: qemuName(p.Argv), UID: u, Phase: PhaseRunning, PID: p.PID, Accel: argAccel(p.Argv)}
 		e.CPUs, e.MemoryMiB = argCPUs(p.Argv), argMemoryMiB(p.Argv)
-		if e.Name == "-" {
-			e.Name = ""
-		}
 		if pf, _ := argValue(p.Argv, "-pidfile"); strings.HasPrefix(pf, runRoot+"/vms/") {
 			e.Class = ClassOrphaned
 			e.Message = "a virtcon QEMU without a spec: inspect, then kill it by pid if unwanted (gc never kills processes)"
@@ -236,11 +230,11 @@ func argAccel(argv []string) string {
 	return "tcg"
 }
 
-// qemuName reads -name guest=X,... or -name X.
+// qemuName reads -name guest=X,... or -name X; "" when QEMU has none.
 func qemuName(argv []string) string {
 	v, ok := argValue(argv, "-name")
 	if !ok {
-		return "-"
+		return ""
 	}
 	for _, part := range splitOpts(v) {
 		if n, ok := strings.CutPrefix(part, "guest="); ok {
@@ -252,7 +246,7 @@ func qemuName(argv []string) string {
 	if i := strings.IndexAny(v, "=,"); i < 0 || v[i] == ',' {
 		return splitOpts(v)[0]
 	}
-	return "-"
+	return ""
 }
 
 // splitOpts splits a QemuOpts string on single commas (",," is a comma).

@@ -45,9 +45,9 @@ func TestQemuName(t *testing.T) {
 		{"implied holding guest=", []string{"qemu-system-x86_64", "-name", "a,,guest=b"}, "a,guest=b"},
 		{"implied holding =", []string{"qemu-system-x86_64", "-name", "a,,x=y,debug-threads=on"}, "a,x=y"},
 		{"ours", Launch{Name: "x,debug-threads=off", UID: testUID}.Args(), "x,debug-threads=off"},
-		{"no guest key", []string{"qemu-system-x86_64", "-name", "process=x"}, "-"},
-		{"no -name", []string{"qemu-system-x86_64", "-m", "512"}, "-"},
-		{"-name last", []string{"qemu-system-x86_64", "-name"}, "-"},
+		{"no guest key", []string{"qemu-system-x86_64", "-name", "process=x"}, ""},
+		{"no -name", []string{"qemu-system-x86_64", "-m", "512"}, ""},
+		{"-name last", []string{"qemu-system-x86_64", "-name"}, ""},
 	}
 	for _, tt := range tests {
 		if got := qemuName(tt.argv); got != tt.want {
