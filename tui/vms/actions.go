@@ -1,0 +1,258 @@
+package vms
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	tea "charm.land/bubbletea/v2"
+
+	"github.com/virtcon/virtcon/tui/common"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// action is a lifecycle operation on one VM.
+type action int
+
+const (
+	actStart action = iota + 1
+	actStop
+	actForceStop
+	actReboot
+	actDelete
+	actConsole
+	// actAutostart turns the VM's autostart on when it is off and off
+	// when it is on, keeping its startup order and delay.
+	actAutostart
+)
+
+// menuItems is the action menu, in order. The key that picks each is its
+// binding in the screen's KeyMap: the list and the menu share one keymap,
+// so a letter does the same thing in both and both legends show it.
+var menuItems = []struct {
+	act   action
+	label string
+}{
+	{actStart, "Start"},
+	{actStop, "Stop (ACPI power button, 60s)"},
+	{actForceStop, "Force stop (quit QEMU at once)"},
+	{actReboot, "Reboot (hard reset)"},
+	{actAutostart, "Turn autostart on/off"}, // menuLabel words it by the VM
+	{actDelete, "Delete..."},
+	{actConsole, "Console (Ctrl-] detaches)"},
+}
+
+// progress is what the phase column says while the action runs.
+func (a action) progress() string {
+	switch a {
+	case actStart:
+		return "starting"
+	case actStop:
+		return "stopping"
+	case actForceStop:
+		return "killing"
+	case actReboot:
+		return "rebooting"
+	case actDelete:
+		return "deleting"
+	case actAutostart:
+		return "saving"
+	}
+	return "busy"
+}
+
+// done is the message after the action succeeded.
+func (a action) done() string {
+	switch a {
+	case actStart:
+		return "started"
+	case actStop:
+		return "stopped"
+	case actForceStop:
+		return "stopped (forced)"
+	case actReboot:
+		return "reset"
+	case actDelete:
+		return "deleted"
+	}
+	return "done"
+}
+
+// cli is the `virt` command that does the same.
+func (a action) cli(name string) string {
+	n := common.ShellQuote(name)
+	switch a {
+	case actStart:
+		return "virt vm start " + n
+	case actStop:
+		return "virt vm stop " + n
+	case actForceStop:
+		return "virt vm stop --force " + n
+	case actReboot:
+		return "virt vm reboot " + n
+	case actDelete:
+		return "virt vm delete " + n
+	case actConsole:
+		return "virt vm console " + n
+	}
+	return "virt vm list"
+}
+
+// cliFor is a.cli for the VM e: the autostart toggle's command says which
+// way it goes.
+func cliFor(a action, e vm.Entry) string {
+	if a != actAutostart {
+		return a.cli(e.Name)
+	}
+	if e.Autostart {
+		return "virt vm autostart " + common.ShellQuote(e.Name) + " off"
+	}
+	return "virt vm autostart " + common.ShellQuote(e.Name) + " on"
+}
+
+func (a action) timeout() time.Duration {
+	switch a {
+	case actStart:
+		return startTimeout
+	case actStop:
+		return stopGrace + stopMargin
+	}
+	return actionTimeout
+}
+
+// notOurs says why virtcon does not act on e, "" when it does.
+func notOurs(e vm.Entry) string {
+	if actionable(e) {
+		return ""
+	}
+	why := e.Message
+	if why == "" {
+		why = "listed read-only"
+	}
+	return fmt.Sprintf("%s is %s: %s", label(e), e.Class, why)
+}
+
+// label names an entry for a message: its name, else (an UNREADABLE VM
+// whose spec holds the name) its UID.
+func label(e vm.Entry) string {
+	if e.Name == "" && e.UID != "" {
+		return e.UID
+	}
+	return e.Name
+}
+
+func (m *Model) request(a action) tea.Cmd {
+	e, ok := m.selected()
+	if !ok {
+		m.warn("no VM selected")
+		return nil
+	}
+	return m.requestFor(a, e)
+}
+
+// requestFor applies the refusals, then runs the action, asks to confirm
+// it, or opens the console.
+func (m *Model) requestFor(a action, e vm.Entry) tea.Cmd {
+	if why := notOurs(e); why != "" {
+		m.warn(why)
+		return nil
+	}
+	if !m.c.Session.CanWrite() {
+		m.warn(m.c.Session.ReadOnlyReason())
+		return nil
+	}
+	if b, ok := m.busy[entryKey(e)]; ok {
+		m.warn(fmt.Sprintf("%s is busy (%s): wait for it to finish", e.Name, b.progress()))
+		return nil
+	}
+	switch a {
+	case actConsole:
+		return m.console(e)
+	case actDelete:
+		if running(e) {
+			// the core refuses it too; `virt vm delete --force` is the CLI's way
+			m.warn(fmt.Sprintf("%s is running: stop it first (or: virt vm delete --force %s)", e.Name, common.ShellQuote(e.Name)))
+			return nil
+		}
+		m.confirm = &confirmState{act: a, e: e}
+		return nil
+	case actForceStop, actReboot:
+		// like pulling the power cable or pressing reset: the guest loses
+		// what it has not written, so a stray key must not do it
+		m.confirm = &confirmState{act: a, e: e}
+		return nil
+	}
+	return m.run(a, e)
+}
+
+func (m *Model) run(a action, e vm.Entry) tea.Cmd {
+	k := entryKey(e)
+	m.busy[k] = a
+	m.msg = ""
+	mgr, ref, name, parent := m.mgr, e.UID, e.Name, m.c.Ctx
+	if ref == "" {
+		ref = name
+	}
+	on, order, delay := !e.Autostart, e.StartupOrder, e.StartupDelay
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(parent, a.timeout())
+		defer cancel()
+		var err error
+		switch a {
+		case actAutostart:
+			err = mgr.SetAutostart(ctx, ref, on, order, delay)
+			return actionDoneMsg{key: k, act: a, name: name, err: err, done: autostartDone(on)}
+		case actStart:
+			err = mgr.Start(ctx, ref)
+		case actStop:
+			err = mgr.Stop(ctx, ref, vm.StopOptions{Timeout: stopGrace})
+		case actForceStop:
+			err = mgr.Stop(ctx, ref, vm.StopOptions{Force: true})
+		case actReboot:
+			err = mgr.Reboot(ctx, ref)
+		case actDelete:
+			err = mgr.Delete(ctx, ref, false)
+		}
+		return actionDoneMsg{key: k, act: a, name: name, err: err}
+	}
+}
+
+// console gives the terminal to the VM's serial console (what `virt vm
+// console NAME` does) until the operator detaches with Ctrl-].
+func (m *Model) console(e vm.Entry) tea.Cmd {
+	if !running(e) {
+		m.warn(e.Name + " is not running: start it first")
+		return nil
+	}
+	m.msg = ""
+	return tea.Exec(m.consoleExec(e), func(err error) tea.Msg {
+		return consoleDoneMsg{name: e.Name, err: err}
+	})
+}
+
+func (m *Model) consoleExec(e vm.Entry) *consoleExec {
+	// the UUID is the VM's identity: a name is only a label
+	ref := e.UID
+	if ref == "" {
+		ref = e.Name
+	}
+	return &consoleExec{ctx: m.c.Ctx, mgr: m.mgr, ref: ref, name: m.clean(e.Name), idle: m.opts.IdleTimeout, activity: m.opts.Activity}
+}
+
+// verb names an action in a confirmation.
+func (a action) verb() string {
+	switch a {
+	case actForceStop:
+		return "force stop"
+	case actReboot:
+		return "reset"
+	}
+	return "delete"
+}
+
+func autostartDone(on bool) string {
+	if on {
+		return "will start when the host boots (autostart on)"
+	}
+	return "will stay stopped when the host boots (autostart off)"
+}
