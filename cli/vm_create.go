@@ -1,0 +1,220 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/internal/duration"
+	"github.com/virtcon/virtcon/vm"
+)
+
+func newVMCreateCmd(env *Env) *cobra.Command {
+	var (
+		cpus                                         int
+		memory, disk, image, kernel, initrd, cmdline string
+		userData, accel, firmware                    string
+		start, autostart                             bool
+		startupOrder                                 int
+		startupDelay                                 time.Duration
+		labels, networks                             []string
+	)
+	cmd := &cobra.Command{
+		Use:   "create NAME",
+		Short: "Create a VM from flags (the imperative form of virt apply)",
+		Example: `  virt vm create t1 --kernel build/guest/vmlinuz --initrd build/guest/initrd.img --memory 256 --start
+  virt vm create web --image debian-12 --disk 20G --cpus 2 --memory 2G --cloud-init-user-data user.yaml --network default --start
+  virt vm create db --image debian-12 --network bridge=br0 --network default --memory 4G`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m := env.vms()
+			v := &vm.VirtualMachine{APIVersion: vm.APIVersion, Kind: vm.Kind}
+			v.Metadata.Name = args[0]
+			v.Spec.CPUs, v.Spec.Accel, v.Spec.Firmware, v.Spec.Running = cpus, accel, firmware, start
+			v.Spec.Autostart = autostart
+			if startupOrder != 0 || startupDelay != 0 {
+				// bounds checked by admission, by their spec field
+				v.Spec.Startup = &vm.Startup{Order: startupOrder}
+				if startupDelay != 0 {
+					d := duration.Duration(startupDelay)
+					v.Spec.Startup.Delay = &d
+				}
+			}
+			if cpus < 1 {
+				// 0 in a manifest means "the default"; typed on the command line it is a mistake
+				return &UsageError{fmt.Errorf("--cpus %d: must be at least 1", cpus)}
+			}
+			mib, err := vm.ParseMemoryMiB(memory)
+			if err != nil {
+				return &UsageError{fmt.Errorf("--memory: %w", err)}
+			}
+			v.Spec.MemoryMiB = mib
+			for _, n := range networks {
+				nic, err := parseNIC(n)
+				if err != nil {
+					return &UsageError{fmt.Errorf("--network %q: %w", n, err)}
+				}
+				v.Spec.Network = append(v.Spec.Network, nic)
+			}
+			for _, l := range labels {
+				k, val, ok := strings.Cut(l, "=")
+				if !ok {
+					return &UsageError{fmt.Errorf("--label %q: want key=value", l)}
+				}
+				if v.Metadata.Labels == nil {
+					v.Metadata.Labels = map[string]string{}
+				}
+				v.Metadata.Labels[k] = val
+			}
+			if image != "" {
+				name, pulled, err := m.EnsureImage(cmd.Context(), image, env.pullProgress())
+				if err != nil {
+					return err
+				}
+				if pulled != nil {
+					env.pulled(pulled)
+				}
+				v.Spec.Disks = append(v.Spec.Disks, vm.Disk{Name: "root", Image: name, Size: disk})
+			} else if disk != "" {
+				v.Spec.Disks = append(v.Spec.Disks, vm.Disk{Name: "root", Size: disk})
+			}
+			if kernel != "" || initrd != "" || cmdline != "" {
+				v.Spec.Boot = &vm.Boot{Kernel: absPath(kernel), Initrd: absPath(initrd), Cmdline: cmdline}
+				if cmdline == "" && kernel != "" {
+					v.Spec.Boot.Cmdline = "console=ttyS0"
+				}
+			}
+			if userData != "" {
+				b, err := os.ReadFile(userData)
+				if err != nil {
+					return &UsageError{fmt.Errorf("--cloud-init-user-data: %w", err)}
+				}
+				v.Spec.CloudInit = &vm.CloudInit{UserData: string(b)}
+			}
+			if start {
+				fmt.Fprintf(env.IO.ErrOut, "creating and starting %s…\n", args[0])
+			}
+			created, err := m.Create(cmd.Context(), v)
+			if err != nil {
+				return err
+			}
+			e, err := m.Peek(cmd.Context(), created.Metadata.UID)
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, e, func(w io.Writer) error {
+				fmt.Fprintf(w, "virtualmachine/%s created (uid %s)", e.Name, e.UID)
+				if e.PID > 0 {
+					fmt.Fprintf(w, ", running as pid %d under %s", e.PID, e.Accel)
+				}
+				fmt.Fprintln(w)
+				return nil
+			})
+		},
+	}
+	f := cmd.Flags()
+	f.IntVar(&cpus, "cpus", 1, "virtual CPUs")
+	f.StringVar(&memory, "memory", "512", "memory in MiB, or with a unit (2G, 1.5GiB); at least 16 MiB")
+	f.StringVar(&disk, "disk", "", "root disk size (10G); grows the image's overlay, or makes a blank disk without --image")
+	f.StringVar(&image, "image", "", "base image name (virt image list) or an http(s) URL to pull")
+	f.StringVar(&kernel, "kernel", "", "kernel for direct boot")
+	f.StringVar(&initrd, "initrd", "", "initramfs for direct boot")
+	f.StringVar(&cmdline, "cmdline", "", "kernel command line for direct boot (default console=ttyS0)")
+	f.StringVar(&userData, "cloud-init-user-data", "", "cloud-init user data file for the NoCloud seed (never logged)")
+	f.StringVar(&accel, "accel", "auto", "accelerator: auto (kvm only when the host probe proved it works), kvm or tcg")
+	f.StringVar(&firmware, "firmware", "", "uefi or bios (default uefi; bios with --kernel)")
+	f.BoolVar(&start, "start", false, "start the VM once created")
+	f.BoolVar(&autostart, "autostart", false, "start the VM when the host boots (virt host boot; docs/host.md)")
+	f.IntVar(&startupOrder, "startup-order", 0, fmt.Sprintf("its place in the boot's starts: lower first, then by name (0 to %d)", vm.MaxStartupOrder))
+	durationFlag(f, &startupDelay, "startup-delay", 0, "wait this long before starting it at boot (at most 1h)")
+	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
+	f.StringArrayVar(&networks, "network", nil, "a NIC on a VM network of network.yaml (NAME) or on a host bridge (bridge=BR), optionally ,mac=M,model=virtio|e1000 (repeatable; none: user-mode networking)")
+	_ = cmd.RegisterFlagCompletionFunc("image", imageNames(env))
+	_ = cmd.RegisterFlagCompletionFunc("network", nicTargets(env))
+	_ = cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("firmware", cobra.FixedCompletions([]string{"uefi", "bios"}, cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+// nicTargets completes --network: the VM networks of network.yaml by name,
+// and bridge=BR for the bridges network.yaml defines and those the host has.
+func nicTargets(env *Env) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(cmd *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		if env.Logger == nil {
+			if err := env.setup(cmd); err != nil {
+				return nil, cobra.ShellCompDirectiveError
+			}
+		}
+		var out []string
+		seen := map[string]bool{}
+		bridge := func(name string) {
+			if !seen[name] {
+				seen[name] = true
+				out = append(out, "bridge="+name)
+			}
+		}
+		if cfg, err := env.net().LoadEffective(); err == nil && cfg != nil {
+			for _, n := range cfg.Networks {
+				out = append(out, n.Name)
+			}
+			for _, b := range cfg.Bridges {
+				bridge(b.Name)
+			}
+		}
+		if st, err := env.net().ReadState(cmd.Context()); err == nil {
+			for _, l := range st.Links {
+				if l.Type == "bridge" {
+					bridge(l.Name)
+				}
+			}
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func absPath(p string) string {
+	if p == "" {
+		return ""
+	}
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
+}
+
+// parseNIC reads --network: a VM network of network.yaml (NAME or
+// network=NAME) or a host bridge (bridge=BR), with optional ,mac= and
+// ,model=.
+func parseNIC(s string) (vm.NIC, error) {
+	var nic vm.NIC
+	for i, part := range strings.Split(s, ",") {
+		k, val, ok := strings.Cut(part, "=")
+		if !ok {
+			if i > 0 {
+				return nic, fmt.Errorf("%q: want key=value (network=, bridge=, mac=, model=)", part)
+			}
+			k, val = "network", part
+		}
+		switch k {
+		case "network":
+			nic.Network = val
+		case "bridge":
+			nic.Bridge = val
+		case "mac":
+			nic.MAC = val
+		case "model":
+			nic.Model = val
+		default:
+			return nic, fmt.Errorf("unknown key %q (want network, bridge, mac or model)", k)
+		}
+	}
+	if (nic.Network == "") == (nic.Bridge == "") {
+		return nic, errors.New("give exactly one of a network name or bridge=BR")
+	}
+	return nic, nil
+}

@@ -1,0 +1,102 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/virtcon/virtcon/vm"
+)
+
+func newVMStartCmd(env *Env) *cobra.Command {
+	var opts vm.StartOptions
+	cmd := &cobra.Command{
+		Use:   "start NAME",
+		Short: "Start a VM; its QEMU runs detached and survives virt (a Saved VM resumes where it was)",
+		Long: `Start a VM; its QEMU runs detached and survives virt. A VM whose state was
+saved (phase Saved: virt vm save, or virt host shutdown-guests with
+onShutdown: save) resumes from it where it was, and the saved state is
+removed once it runs. A saved state that is damaged, or from another QEMU
+version, or whose VM's machine, memory or CPUs changed since, is refused and
+the VM does not start: --discard-saved throws the state away and boots the
+guest fresh.`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			m := env.vms()
+			if err := m.StartWith(cmd.Context(), args[0], opts); err != nil {
+				return err
+			}
+			e, err := m.Peek(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			return render(env.IO.Out, env.Output, e, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s: %s (pid %d, accel %s)\n", e.Name, e.Phase, e.PID, e.Accel)
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&opts.DiscardSaved, "discard-saved", false, "throw a saved state away and boot the guest fresh (what it had in RAM is lost)")
+	return cmd
+}
+
+func newVMStopCmd(env *Env) *cobra.Command {
+	var opts vm.StopOptions
+	cmd := &cobra.Command{
+		Use:               "stop NAME",
+		Short:             "Stop a VM: ACPI power button, then QMP quit after --timeout, then SIGKILL",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cmd.Flags().Changed("timeout") && opts.Timeout == 0 {
+				opts.Force = true // --timeout 0: no graceful wait at all
+			}
+			res, err := env.vms().PowerOff(cmd.Context(), args[0], opts)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.ErrOut, "%s %s\n", args[0], stopWords(res, opts))
+			return nil
+		},
+	}
+	durationFlag(cmd.Flags(), &opts.Timeout, "timeout", vm.DefaultStopTimeout, "how long the guest gets to power off before QEMU is told to quit; 0 quits at once")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "skip the power button: quit QEMU at once (then SIGKILL)")
+	return cmd
+}
+
+func newVMSimpleCmd(env *Env, name, short string, f func(vmService, *cobra.Command, string) error) *cobra.Command {
+	return &cobra.Command{
+		Use:               name + " NAME",
+		Short:             short,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := f(env.vms(), cmd, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.ErrOut, "%s: %s done\n", args[0], name)
+			return nil
+		},
+	}
+}
+
+func newVMDeleteCmd(env *Env) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:               "delete NAME",
+		Aliases:           []string{"rm"},
+		Short:             "Delete a VM with its disks, seed and logs (refused while running unless --force)",
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: vmNames(env),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := env.vms().Delete(cmd.Context(), args[0], force); err != nil {
+				return err
+			}
+			fmt.Fprintf(env.IO.ErrOut, "%s deleted\n", args[0])
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "kill a running VM first")
+	return cmd
+}
