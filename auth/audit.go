@@ -18,6 +18,8 @@ type AuditRecord struct {
 	Service string `json:"service"`
 	User    string `json:"user"` // the account's name, or "UNKNOWN:<hash>"
 	TTY     string `json:"tty"`
+	// Source is the address a web login came from (SourceOf the tty).
+	Source string `json:"source,omitempty"`
 	// Result is "attempt", written before PAM is asked, then the outcome:
 	// success, bad-credentials, account, not-admin, error; or rate-limited
 	// alone (PAM was not asked). An attempt without an outcome is a console
@@ -36,10 +38,14 @@ func (a *Authenticator) audit(result, user, tty, detail string) {
 		Service: a.service,
 		User:    user,
 		TTY:     tty,
+		Source:  SourceOf(tty),
 		Result:  result,
 		Detail:  detail,
 	}
 	attrs := []any{"user", user, "tty", tty, "service", a.service, "result", result}
+	if rec.Source != "" {
+		attrs = append(attrs, "source", rec.Source)
+	}
 	if detail != "" {
 		attrs = append(attrs, "detail", detail)
 	}

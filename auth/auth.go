@@ -180,7 +180,9 @@ const (
 // AcctMgmt; the conversation answers echo-off prompts with the password and
 // echo-on prompts with the user name, and collects the modules' messages),
 // then authorises: root, or a member (primary or supplementary) of the admin
-// group. tty names the console: "tty1", "ttyS0", "pts/3".
+// group. tty names the console: "tty1", "ttyS0", "pts/3", or WebTTY(addr)
+// for a web login from addr, whose attempts count against that address
+// as well as the name.
 //
 // The rate limit (see retryDelay) is applied before PAM, in one locked step
 // that also counts the attempt as a failure: while user is locked out,
@@ -218,9 +220,13 @@ func (a *Authenticator) Login(ctx context.Context, user, password, tty string) (
 
 	counted := false
 	limitErr := keyErr
+	var keys []string // the failure records this attempt counts against
+	if limitErr == nil {
+		keys, limitErr = a.limitKeys(ctx, n, tty)
+	}
 	if limitErr == nil {
 		var wait time.Duration
-		wait, limitErr = a.limiter().begin(ctx, n.key, a.now())
+		wait, limitErr = a.limiter().beginKeys(ctx, a.now(), keys...)
 		if limitErr == nil && wait > 0 {
 			rl := &RateLimitError{RetryAfter: wait}
 			a.audit(resultRateLimited, n.shown, tty, "retry after "+wait.Round(time.Second).String())
@@ -250,7 +256,7 @@ func (a *Authenticator) Login(ctx context.Context, user, password, tty string) (
 		a.audit(resultAccount, n.shown, tty, err.Error())
 		return nil, fmt.Errorf("login %q: %w", user, err)
 	default:
-		a.machineryFailed(ctx, n, counted, tty, err)
+		a.machineryFailed(ctx, n, keys, counted, tty, err)
 		return nil, fmt.Errorf("login: %w", err)
 	}
 
@@ -259,13 +265,13 @@ func (a *Authenticator) Login(ctx context.Context, user, password, tty string) (
 		if errors.Is(err, ErrNotAdmin) {
 			a.audit(resultNotAdmin, n.shown, tty, err.Error())
 		} else {
-			a.machineryFailed(ctx, n, counted, tty, err)
+			a.machineryFailed(ctx, n, keys, counted, tty, err)
 		}
 		return nil, fmt.Errorf("login %q: %w", user, err)
 	}
-	if n.key != "" {
+	if len(keys) > 0 {
 		// Settle even when the caller has just given up: the password was right.
-		if err := a.limiter().clear(context.WithoutCancel(ctx), n.key); err != nil {
+		if err := a.limiter().clear(context.WithoutCancel(ctx), keys...); err != nil {
 			a.log.Error("login rate limit: clearing the failure record", "user", n.shown, "err", err)
 		}
 	}
@@ -276,14 +282,14 @@ func (a *Authenticator) Login(ctx context.Context, user, password, tty string) (
 // machineryFailed audits an attempt that ended in a failure of the
 // machinery and takes back the failure counted for it, unless ctx is done:
 // then the caller may have walked away from the verdict on purpose.
-func (a *Authenticator) machineryFailed(ctx context.Context, n loginName, counted bool, tty string, err error) {
+func (a *Authenticator) machineryFailed(ctx context.Context, n loginName, keys []string, counted bool, tty string, err error) {
 	detail := err.Error()
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		if counted {
 			detail += " (counted as a failure: the caller gave up)"
 		}
 	} else if counted {
-		if uerr := a.limiter().undo(ctx, n.key); uerr != nil {
+		if uerr := a.limiter().undo(ctx, keys...); uerr != nil {
 			a.log.Error("login rate limit: taking back a failure", "user", n.shown, "err", uerr)
 		}
 	}
@@ -304,6 +310,37 @@ func (a *Authenticator) authorise(name string) (*Identity, error) {
 		return nil, fmt.Errorf("%w: not root and not a member of group %q", ErrNotAdmin, a.group)
 	}
 	return &Identity{User: name, UID: uid, Groups: groups}, nil
+}
+
+// WebTTY is the tty a web login from the source address addr passes to
+// Login ("web:192.0.2.7"): the rate limit counts its attempts against the
+// address too, and the audit log records the address as the source.
+func WebTTY(addr string) string { return webTTYPrefix + addr }
+
+const webTTYPrefix = "web:"
+
+// SourceOf is the source address a tty names (WebTTY), or "" for a
+// console without one (tty1, pts/3).
+func SourceOf(tty string) string {
+	addr, ok := strings.CutPrefix(tty, webTTYPrefix)
+	if !ok {
+		return ""
+	}
+	return addr
+}
+
+// limitKeys are the failure records an attempt by n on tty counts
+// against: the typed name's, and its source address's when tty has one.
+func (a *Authenticator) limitKeys(ctx context.Context, n loginName, tty string) ([]string, error) {
+	keys := []string{n.key}
+	if src := SourceOf(tty); src != "" {
+		k, err := a.limiter().sourceKey(ctx, src)
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k)
+	}
+	return keys, nil
 }
 
 func (a *Authenticator) limiter() *limiter {

@@ -1,7 +1,8 @@
 // Package auth owns who may act on the host from a console: PAM login
 // (Authenticate and AcctMgmt against virtcon's own PAM service), group
 // authorisation (root, or a member of the admin group), a rate limit on
-// failed logins shared by every console and surviving restarts, the audit
+// failed logins (per user name, and per source address for the web
+// terminal) shared by every console and surviving restarts, the audit
 // log of every attempt, the idle auto-lock timer, and the host-wide
 // single-writer console lock.
 //

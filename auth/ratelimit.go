@@ -16,7 +16,9 @@ import (
 	"github.com/virtcon/virtcon/internal/flock"
 )
 
-// The failed-login policy, per user name (known or not).
+// The failed-login policy, per user name (known or not), and for a web
+// login per source address as well (see SourceOf): an address that fails
+// against many names is locked out like one name failed from many places.
 //
 // Every attempt that reaches PAM is counted as a failure before PAM is
 // asked, in the same locked read-modify-write that checks the wait (see
@@ -153,12 +155,25 @@ func (l *limiter) lockPath() string  { return filepath.Join(l.dir, "auth-failure
 // and counting before PAM is what makes a hang-up during PAM's fail delay
 // cost as much as a wrong answer.
 func (l *limiter) begin(ctx context.Context, key string, now time.Time) (time.Duration, error) {
+	return l.beginKeys(ctx, now, key)
+}
+
+// beginKeys is begin for an attempt that counts against several records
+// at once (the typed name and the source address of a web login): the
+// wait is the longest of theirs, and an attempt that may go ahead is
+// counted against every one, in the same locked step.
+func (l *limiter) beginKeys(ctx context.Context, now time.Time, keys ...string) (time.Duration, error) {
 	var wait time.Duration
 	err := l.update(ctx, now, func(s *failureState) bool {
-		if wait = s.wait(key, now); wait > 0 {
+		for _, k := range keys {
+			wait = max(wait, s.wait(k, now))
+		}
+		if wait > 0 {
 			return false
 		}
-		s.fail(key, now)
+		for _, k := range keys {
+			s.fail(k, now)
+		}
 		return true
 	})
 	return wait, err
@@ -166,18 +181,27 @@ func (l *limiter) begin(ctx context.Context, key string, now time.Time) (time.Du
 
 // undo takes back the failure begin recorded, for an attempt that the
 // machinery, not the caller, cut short.
-func (l *limiter) undo(ctx context.Context, key string) error {
-	return l.update(ctx, time.Time{}, func(s *failureState) bool { return s.undo(key) })
+func (l *limiter) undo(ctx context.Context, keys ...string) error {
+	return l.update(ctx, time.Time{}, func(s *failureState) bool {
+		changed := false
+		for _, k := range keys {
+			changed = s.undo(k) || changed
+		}
+		return changed
+	})
 }
 
-// clear forgets key's failures after a success.
-func (l *limiter) clear(ctx context.Context, key string) error {
+// clear forgets the keys' failures after a success.
+func (l *limiter) clear(ctx context.Context, keys ...string) error {
 	return l.update(ctx, time.Time{}, func(s *failureState) bool {
-		if _, ok := s.Records[key]; !ok {
-			return false
+		changed := false
+		for _, k := range keys {
+			if _, ok := s.Records[k]; ok {
+				delete(s.Records, k)
+				changed = true
+			}
 		}
-		delete(s.Records, key)
-		return true
+		return changed
 	})
 }
 

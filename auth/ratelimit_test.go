@@ -419,3 +419,96 @@ func writeScript(t *testing.T, script string) string {
 func contains(err error, s string) bool {
 	return err != nil && strings.Contains(err.Error(), s)
 }
+
+// TestRateLimitBySource: failures of web logins from one address lock that
+// address out, whichever names it tries; other addresses and consoles
+// without an address are not affected, and the name's own limit still
+// holds across addresses.
+func TestRateLimitBySource(t *testing.T) {
+	h := newHarness(t)
+	from := func(user, password, addr string) error {
+		t.Helper()
+		_, err := h.a.Login(context.Background(), user, password, WebTTY(addr))
+		return err
+	}
+	const bad, good = "192.0.2.7", "192.0.2.8"
+	// four different names, one failure each: no name is near its limit
+	for i, u := range []string{"alice", "bob", "mallory", "carol"} {
+		if err := from(u, "wrong", bad); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("failure %d (%s from %s): %v; want ErrBadCredentials", i+1, u, bad, err)
+		}
+	}
+	calls := h.pam.Calls()
+	// the address is locked out, even for a fresh name with its password
+	if got := retryAfter(t, from("dave", testPassword, bad)); got != 5*time.Second {
+		t.Errorf("dave from %s after 4 failures from it: RetryAfter %v; want 5s", bad, got)
+	}
+	if h.pam.Calls() != calls {
+		t.Errorf("PAM asked while the source was locked out")
+	}
+	// another address, and a console without one, still log in
+	if err := from("dave", testPassword, good); err != nil {
+		t.Errorf("dave from %s: %v; want success", good, err)
+	}
+	if _, err := h.login("root", testPassword); err != nil {
+		t.Errorf("root on tty1: %v; want success (no source address)", err)
+	}
+	// after the wait the address may try again; a success clears its record
+	h.clock.Advance(5 * time.Second)
+	if err := from("dave", testPassword, bad); err != nil {
+		t.Fatalf("dave from %s after the wait: %v", bad, err)
+	}
+	if err := from("mallory", "wrong", bad); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("after a success from %s: %v; want a free failure", bad, err)
+	}
+
+	// a name's own limit holds whatever address it comes from: bob failed
+	// once from bad above, three more from three other addresses
+	for i := range 3 {
+		if err := from("bob", "wrong", fmt.Sprintf("198.51.100.%d", i+1)); !errors.Is(err, ErrBadCredentials) && !errors.Is(err, ErrAccount) {
+			t.Fatalf("bob failure %d: %v", i+1, err)
+		}
+	}
+	if err := from("bob", "wrong", "198.51.100.99"); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("bob after 4 failures from 4 addresses: %v; want rate limited", err)
+	}
+}
+
+func TestSourceOf(t *testing.T) {
+	tests := []struct{ tty, want string }{
+		{WebTTY("192.0.2.7"), "192.0.2.7"},
+		{WebTTY("2001:db8::1"), "2001:db8::1"},
+		{"tty1", ""},
+		{"pts/3", ""},
+		{"web/ab12", ""}, // a DCUI session's console name, not a login's source
+	}
+	for _, tt := range tests {
+		if got := SourceOf(tt.tty); got != tt.want {
+			t.Errorf("SourceOf(%q) = %q; want %q", tt.tty, got, tt.want)
+		}
+	}
+}
+
+// TestAuditSource: a web login's audit lines and log lines carry its
+// source address; a console's have none.
+func TestAuditSource(t *testing.T) {
+	h := newHarness(t)
+	h.a.Login(context.Background(), "dave", testPassword, WebTTY("192.0.2.7"))
+	h.a.Login(context.Background(), "dave", "wrong", WebTTY("2001:db8::5"))
+	h.login("dave", testPassword)
+	var got []string
+	for _, r := range readAudit(t, h.layout) {
+		got = append(got, r.Result+" "+r.TTY+" source="+r.Source)
+	}
+	want := []string{
+		"attempt web:192.0.2.7 source=192.0.2.7", "success web:192.0.2.7 source=192.0.2.7",
+		"attempt web:2001:db8::5 source=2001:db8::5", "bad-credentials web:2001:db8::5 source=2001:db8::5",
+		"attempt tty1 source=", "success tty1 source=",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("audit %q; want %q", got, want)
+	}
+	if !strings.Contains(h.logs.String(), `"source":"192.0.2.7"`) {
+		t.Errorf("log lines without the source address: %s", h.logs.String())
+	}
+}

@@ -69,6 +69,17 @@ func (a *Authenticator) loginName(ctx context.Context, typed string) (loginName,
 	return n, nil
 }
 
+// sourceKey is the failure record's key of the source address addr: a
+// keyed hash like a name's, of a string no typed name can be (a name with
+// a control character never reaches the limiter).
+func (l *limiter) sourceKey(ctx context.Context, addr string) (string, error) {
+	key, err := l.nameKey(ctx)
+	if err != nil {
+		return "", err
+	}
+	return nameMAC(key, "\x00source\x00"+addr), nil
+}
+
 func nameMAC(key []byte, name string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte(name))
