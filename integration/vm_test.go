@@ -122,6 +122,10 @@ func TestIntegrationVMStopFallbacks(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	// the signal takes effect when the process is next scheduled: on a
+	// loaded machine a listing right after kill(2) can still find it
+	// answering QMP
+	waitFor(t, 5*time.Second, func() bool { return procState(pid) == "T" })
 	if e := entry(t, root, "deaf1"); e.Phase != vm.PhaseUnresponsive {
 		t.Errorf("SIGSTOPped QEMU listed as %s; want Unresponsive", e.Phase)
 	}
@@ -484,4 +488,18 @@ func TestIntegrationVMLibvirtExternal(t *testing.T) {
 	if out, _ := virsh("domstate", name); !strings.Contains(out, "running") {
 		t.Errorf("the libvirt domain is no longer running after virt touched nothing: %s", out)
 	}
+}
+
+// procState is the state letter of /proc/PID/stat ("R", "S", "T", ...).
+func procState(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 || i+2 >= len(s) {
+		return ""
+	}
+	return s[i+2 : i+3]
 }
