@@ -139,6 +139,9 @@ func (m *Manager) entryFor(vm *VirtualMachine) Entry {
 		Accel: vm.Status.Accel, AccelReason: vm.Status.AccelReason,
 		Autostart: vm.Spec.Autostart, StartupOrder: vm.Spec.StartupOrder(), StartupDelay: vm.Spec.StartupDelay(),
 	}
+	if vm.Status.StartedAt != nil {
+		e.StartedAt = *vm.Status.StartedAt
+	}
 	if vm.Spec.Running {
 		e.Class = ClassMissing
 		e.Reason, e.Message = ReasonProcessGone, "spec says running but the QEMU process is gone"

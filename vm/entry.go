@@ -33,6 +33,11 @@ type Entry struct {
 	Autostart    bool
 	StartupOrder int
 	StartupDelay time.Duration
+	// StartedAt is when virtcon last started (or resumed) the VM, from
+	// status.startedAt, which a stop keeps; zero when it never started or
+	// is not ours. `virt host boot` tells a stale shutdown record by it.
+	// Not in the listing's JSON (`virt vm show` has status.startedAt).
+	StartedAt time.Time
 }
 
 // entryWire is Entry as JSON and YAML carry it (docs/cli.md).
