@@ -1,0 +1,123 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/virtcon/virtcon/qmp"
+)
+
+// savedResume is a saved state checked and ready to load.
+type savedResume struct {
+	path string
+	rec  *SavedState
+}
+
+// prepareResume checks the VM's saved state before QEMU starts: nil when
+// there is none (or it was discarded on request), else the state to load.
+// A state that cannot be resumed is a *SavedStateError and nothing is
+// started.
+func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedResume, error) {
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	_, recErr := os.Lstat(m.savedRecordPath(uid))
+	if !m.hasSaved(uid) && errors.Is(recErr, os.ErrNotExist) {
+		os.Remove(m.savedStatePath(uid) + ".tmp") // a save cut short: the guest ran on
+		return nil, nil
+	}
+	if opts.DiscardSaved {
+		if err := m.removeSaved(uid); err != nil {
+			return nil, fmt.Errorf("vm %q: discard the saved state: %w", name, err)
+		}
+		m.log.Warn("saved state discarded; booting fresh", "vm", name)
+		return nil, nil
+	}
+	path := m.savedStatePath(uid)
+	fail := func(reason, format string, a ...any) error {
+		return &SavedStateError{Name: name, Path: path, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+	}
+	if !m.hasSaved(uid) {
+		return nil, fail(SavedCorrupt, "the record %s is there but the stream is gone", savedRecordName)
+	}
+	rec, err := m.readSavedRecord(vm)
+	if err != nil {
+		return nil, err
+	}
+	var diffs []string
+	diff := func(what string, saved, now any) {
+		if saved != now {
+			diffs = append(diffs, fmt.Sprintf("%s %v, saved with %v", what, now, saved))
+		}
+	}
+	diff("spec.machine", rec.Machine, vm.Spec.Machine)
+	diff("spec.firmware", rec.Firmware, vm.Spec.Firmware)
+	diff("spec.memoryMiB", rec.MemoryMiB, vm.Spec.MemoryMiB)
+	diff("spec.cpus", rec.CPUs, vm.Spec.CPUs)
+	if len(diffs) > 0 {
+		return nil, fail(SavedSpecChanged, "%s", strings.Join(diffs, "; "))
+	}
+	size, sum, err := hashFile(path)
+	switch {
+	case err != nil:
+		return nil, fail(SavedCorrupt, "%v", err)
+	case size != rec.Size:
+		return nil, fail(SavedCorrupt, "%d bytes, saved %d", size, rec.Size)
+	case sum != rec.SHA256:
+		return nil, fail(SavedCorrupt, "sha256 %s, saved %s", sum, rec.SHA256)
+	}
+	return &savedResume{path: path, rec: rec}, nil
+}
+
+// resume loads the saved state into a QEMU started with -incoming defer,
+// after checking that it is the QEMU that saved it, and lets the guest run
+// on (unless it was saved paused).
+func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume, pid int) error {
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	fail := func(reason, format string, a ...any) error {
+		return &SavedStateError{Name: name, Path: s.path, Reason: reason, Detail: fmt.Sprintf(format, a...)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, resumeTimeout)
+	defer cancel()
+	cmd := func(f func(context.Context) error) error {
+		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		defer cancel()
+		return f(c)
+	}
+	var mon *qmp.Monitor
+	if err := cmd(func(c context.Context) (err error) { mon, err = m.dialQMP(c, uid); return err }); err != nil {
+		return fmt.Errorf("vm %q: start: QMP: %w", name, err)
+	}
+	defer mon.Close()
+	if v := mon.Greeting().Version; v.String() != s.rec.QEMUVersion || v.Package != s.rec.QEMUPackage {
+		return fail(SavedOtherQEMU, "saved by QEMU %s (%s), this is QEMU %s (%s)", s.rec.QEMUVersion, s.rec.QEMUPackage, v.String(), v.Package)
+	}
+	f, err := os.Open(s.path)
+	if err != nil {
+		return fail(SavedCorrupt, "%v", err)
+	}
+	defer f.Close()
+	if err := cmd(func(c context.Context) error { return mon.SendFD(c, resumeFDName, f) }); err != nil {
+		return fmt.Errorf("vm %q: start: pass the saved state to QEMU: %w", name, err)
+	}
+	if err := cmd(func(c context.Context) error { return mon.MigrateIncoming(c, "fd:"+resumeFDName) }); err != nil {
+		return fmt.Errorf("vm %q: start: migrate-incoming: %w", name, err)
+	}
+	info, err := waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
+	switch {
+	case err != nil && m.proc.gone(pid, uid):
+		// QEMU ends when it cannot load a stream
+		return fail(SavedCorrupt, "QEMU could not load it and exited")
+	case err != nil:
+		return fmt.Errorf("vm %q: start: load the saved state: %w", name, err)
+	case info.Status != qmp.MigrationCompleted:
+		return fail(SavedCorrupt, "QEMU could not load it: %s %s", info.Status, info.ErrorDesc)
+	}
+	if !s.rec.Paused {
+		if err := cmd(mon.Cont); err != nil {
+			return fmt.Errorf("vm %q: start: continue the resumed guest: %w", name, err)
+		}
+	}
+	return nil
+}

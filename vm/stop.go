@@ -1,0 +1,205 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/virtcon/virtcon/qmp"
+)
+
+// DefaultStopTimeout is how long a guest gets to power off after the ACPI
+// power button when the caller names no timeout.
+const DefaultStopTimeout = 60 * time.Second
+
+// StopOptions tune Stop.
+type StopOptions struct {
+	// Timeout is how long the guest gets to power off after the ACPI
+	// power button; zero is DefaultStopTimeout (the zero StopOptions is
+	// the gentle stop). No graceful wait at all is Force.
+	Timeout time.Duration
+	// Force skips the power button: quit, then SIGKILL.
+	Force bool
+}
+
+// How a VM went down (StopResult.How).
+const (
+	// StoppedACPI: the guest powered off after the ACPI power button.
+	StoppedACPI = "acpi"
+	// StoppedQuit: QEMU quit without the guest (it did not power off in
+	// time, or the stop was forced).
+	StoppedQuit = "quit"
+	// StoppedKilled: QEMU was killed (SIGKILL): it answered neither.
+	StoppedKilled = "killed"
+	// StoppedNotRunning: there was no process to stop.
+	StoppedNotRunning = "not-running"
+)
+
+// StopResult says how a stop went.
+type StopResult struct {
+	How  string // Stopped*
+	Took time.Duration
+}
+
+// Stop powers the VM off: ACPI powerdown, wait up to the timeout, then QMP
+// quit, then SIGKILL of the verified PID. A paused guest is resumed first
+// (and one suspended to RAM woken): neither sees the power button.
+// Sockets are removed, logs kept.
+func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error {
+	_, err := m.PowerOff(ctx, ref, opts)
+	return err
+}
+
+// PowerOff is Stop, saying how the VM went down. A Saved VM keeps its
+// saved state (only spec.running changes); a running VM's saved state,
+// left behind by a resume that could not remove it, is stale and goes.
+func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (res StopResult, err error) {
+	start := time.Now()
+	res = StopResult{How: StoppedNotRunning}
+	if opts.Timeout < 0 {
+		return res, invalid(fieldErr("timeout", opts.Timeout.String(), "must not be negative"))
+	}
+	if opts.Timeout == 0 {
+		opts.Timeout = DefaultStopTimeout
+	}
+	vm, l, err := m.lockedVM(ctx, ref)
+	if err != nil {
+		return res, err
+	}
+	defer l.Release()
+	defer func() { res.Took = time.Since(start) }()
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	// Desired state first: a crash mid-stop leaves "spec says stopped"
+	// and a new `virt vm stop` finishes the job. Like a start's intent it
+	// needs to survive a killed virt, not a power loss (the durable save
+	// after the stop confirms it): one fsync less per stop, which a
+	// shutdown of many guests at once pays on one journal.
+	if vm.Spec.Running {
+		vm.Spec.Running = false
+		if err := m.store.saveIntent(vm); err != nil {
+			return res, err
+		}
+	}
+	pid := m.livePID(uid)
+	if pid > 0 && m.hasSaved(uid) {
+		m.log.Warn("a saved state of a running VM is stale; removing it", "vm", name)
+		if err := m.removeSaved(uid); err != nil {
+			return res, fmt.Errorf("vm %q: stop: remove the stale saved state: %w", name, err)
+		}
+	}
+	if pid > 0 {
+		res.How = StoppedQuit
+	}
+	if st, _ := m.proc.state(pid); pid > 0 && st == "T" {
+		// a stopped (SIGSTOP) QEMU can answer neither the power button nor quit
+		m.log.Warn("QEMU is stopped by a signal; killing it", "vm", name, "pid", pid)
+		opts.Force = true
+	}
+	if pid > 0 && !opts.Force {
+		if err := m.qmpDo(ctx, uid, powerdown); errors.Is(err, errNoGuest) {
+			m.log.Info("the guest never started; quitting", "vm", name)
+		} else if err != nil {
+			m.log.Warn("ACPI powerdown failed; will quit", "vm", name, "err", err)
+		} else if m.waitGone(ctx, pid, uid, opts.Timeout) {
+			pid, res.How = 0, StoppedACPI
+		} else {
+			m.log.Warn("guest did not power off in time; sending quit", "vm", name, "timeout", opts.Timeout)
+		}
+	}
+	if st, _ := m.proc.state(pid); pid > 0 && st != "T" {
+		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.Quit(ctx) }); err != nil {
+			m.log.Warn("QMP quit failed; killing", "vm", name, "err", err)
+		}
+		if m.waitGone(ctx, pid, uid, 3*time.Second) {
+			pid = 0
+		}
+	}
+	if pid > 0 {
+		res.How = StoppedKilled
+		if err := m.killVerified(pid, uid); err != nil {
+			return res, fmt.Errorf("vm %q: stop: %w", name, err)
+		}
+	}
+	m.cleanRuntime(uid)
+	m.deleteTAPs(ctx, vm)
+	vm.Status.Phase, vm.Status.PID = PhaseStopped, 0
+	if m.hasSaved(uid) {
+		vm.Status.Phase = PhaseSaved
+	}
+	return res, m.store.save(vm)
+}
+
+// errNoGuest: the VM never ran guest code (QEMU's prelaunch state).
+var errNoGuest = errors.New("the guest never started")
+
+// powerdown presses the ACPI power button where the guest can see it: a
+// paused guest is resumed and a guest suspended to RAM woken first.
+func powerdown(ctx context.Context, mon *qmp.Monitor) error {
+	st, err := mon.Status(ctx)
+	if err != nil {
+		return err
+	}
+	switch st.Status {
+	case "prelaunch":
+		// never ran: no guest OS to shut down, quit is enough
+		return errNoGuest
+	case "paused":
+		if err := mon.Cont(ctx); err != nil {
+			return fmt.Errorf("resume before powerdown: %w", err)
+		}
+	case "suspended":
+		if err := mon.SystemWakeup(ctx); err != nil {
+			return fmt.Errorf("wake before powerdown: %w", err)
+		}
+	}
+	return mon.SystemPowerdown(ctx)
+}
+
+// deleteTAPs removes the VM's TAP devices once its QEMU is gone.
+func (m *Manager) deleteTAPs(ctx context.Context, vm *VirtualMachine) {
+	for i := range vm.Spec.Network {
+		name := m.opts.Net.TAPName(vm.Metadata.UID, i)
+		if err := m.opts.Net.DeleteTAP(context.WithoutCancel(ctx), name); err != nil {
+			m.log.Warn("TAP not deleted", "vm", vm.Metadata.Name, "tap", name, "err", err)
+		}
+	}
+}
+
+// Kill stops the VM at once with SIGKILL.
+func (m *Manager) Kill(ctx context.Context, ref string) error {
+	return m.Stop(ctx, ref, StopOptions{Force: true, Timeout: time.Nanosecond})
+}
+
+// killVerified sends SIGKILL to pid only if it still is our QEMU, and
+// waits for it to go.
+func (m *Manager) killVerified(pid int, uid string) error {
+	if !m.proc.owns(pid, uid) {
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		return fmt.Errorf("kill %d: %w", pid, err)
+	}
+	if !m.waitGone(context.Background(), pid, uid, 10*time.Second) {
+		return fmt.Errorf("pid %d survived SIGKILL for 10s", pid)
+	}
+	return nil
+}
+
+// waitGone polls until pid no longer is our QEMU or the timeout passes.
+func (m *Manager) waitGone(ctx context.Context, pid int, uid string, timeout time.Duration) bool {
+	deadline := time.Now().Add(timeout)
+	for {
+		if m.proc.gone(pid, uid) {
+			return true
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false
+		}
+		// two small reads of /proc: polling often costs next to nothing,
+		// and a guest's power-off (some 50 ms under TCG) is not rounded up
+		// to a coarse tick, which a shutdown of many guests pays per guest
+		time.Sleep(10 * time.Millisecond)
+	}
+}
