@@ -133,8 +133,14 @@ func shutdownSummary(r *host.ShutdownReport) string {
 	n := len(r.Outcomes)
 	if n == 0 {
 		s := "shutdown-guests: no VM was running"
+		if r.RecordKept {
+			s += " (the record of this boot's earlier shutdown is kept)"
+		}
 		if r.PolicyError != "" {
 			s += "; host.yaml not loaded, defaults used: " + r.PolicyError
+		}
+		if r.LockError != "" {
+			s += "; " + r.LockError
 		}
 		return s
 	}
@@ -156,6 +162,9 @@ func shutdownSummary(r *host.ShutdownReport) string {
 		r.Took.D().Round(100*time.Millisecond), strings.Join(parts, ", "))
 	if r.PolicyError != "" {
 		s += "; host.yaml not loaded, defaults used: " + r.PolicyError
+	}
+	if r.LockError != "" {
+		s += "; " + r.LockError
 	}
 	return s
 }

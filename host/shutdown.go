@@ -5,13 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/virtcon/virtcon/internal/duration"
 	"github.com/virtcon/virtcon/internal/fielderr"
+	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/internal/proc"
+	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -94,8 +99,15 @@ type ShutdownReport struct {
 	// this boot, which found VMs running, was kept (shutdown.json is not
 	// this report): `virt host reboot` shuts the guests down, then
 	// systemd's stop of virtcon-guests.service runs shutdown-guests again,
-	// and that second run must not forget what the first found.
+	// and that second run must not forget what the first found. A second
+	// run that finds VMs running (one the first could not stop, one
+	// skipped, one started since) writes its record with the first's
+	// Running merged in (mergeRunning).
 	RecordKept bool `json:"recordKept,omitempty"`
+	// LockError: the host's shutdown lock could not be had by the
+	// deadline (another shutdown-guests held it, or it could not be
+	// opened), and this one went on without it.
+	LockError string `json:"lockError,omitempty"`
 	// Finished is when it ended; nil in a record of a shutdown cut short.
 	Finished *time.Time        `json:"finished,omitempty"`
 	Took     duration.Duration `json:"took"`
@@ -142,6 +154,7 @@ func (h *Host) ShutdownGuests(ctx context.Context, opts ShutdownOptions) (*Shutd
 	s := shutdown{g: h.VMs, log: h.Log,
 		write: func(r *ShutdownReport) error { return writeRecord(ShutdownRecordFile(h.Layout), r) },
 		load:  func() (*ShutdownRecord, error) { return LoadShutdownRecord(h.Layout) },
+		lock:  func(ctx context.Context) (func(), error) { return lockShutdown(ctx, h.Layout) },
 	}
 	rep, err := s.run(ctx, p, opts)
 	if rep != nil && perr != nil {
@@ -150,13 +163,34 @@ func (h *Host) ShutdownGuests(ctx context.Context, opts ShutdownOptions) (*Shutd
 	return rep, err
 }
 
+// shutdownLockFile serialises shutdowns: `virt host reboot` and
+// systemd's stop of virtcon-guests.service (or two faces) may run one each
+// at the same time, and two that interleave would stop the same guests
+// twice and write each other's record over.
+func shutdownLockFile(layout paths.Layout) string {
+	return filepath.Join(layout.RunDir(), "locks", "host-shutdown.lock")
+}
+
+// lockShutdown takes the host's shutdown lock, waiting until ctx ends.
+func lockShutdown(ctx context.Context, layout paths.Layout) (func(), error) {
+	l, err := flock.Acquire(ctx, shutdownLockFile(layout))
+	if err != nil {
+		return nil, err
+	}
+	return func() { l.Release() }, nil
+}
+
 // shutdown is one ShutdownGuests, its parts replaceable by tests.
 type shutdown struct {
 	g     guests
-	log   interface{ Warn(string, ...any) }
+	log   *slog.Logger
 	write func(*ShutdownReport) error
 	load  func() (*ShutdownRecord, error)
-	now   func() time.Time
+	// lock takes the host's shutdown lock until ctx ends; nil: none.
+	lock func(ctx context.Context) (release func(), err error)
+	now  func() time.Time
+
+	release func()
 }
 
 func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*ShutdownReport, error) {
@@ -182,6 +216,10 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 
 	start := s.now()
 	deadline := start.Add(timeout)
+	// one shutdown at a time: a second waits for the first (by its own
+	// deadline), then finds what the first left running
+	lockErr := s.takeLock(ctx, deadline)
+	defer s.unlock()
 	entries, listErr := s.g.List(ctx)
 	if listErr != nil && len(entries) == 0 {
 		return nil, fmt.Errorf("shutdown guests: list the VMs: %w", listErr)
@@ -192,6 +230,9 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 	}
 	if listErr != nil {
 		rep.ListError = listErr.Error()
+	}
+	if lockErr != nil {
+		rep.LockError = lockErr.Error()
 	}
 	var queue []vm.Entry
 	for _, e := range entries {
@@ -211,11 +252,7 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 	// the record first: a host that loses power from here on still knows
 	// what ran
 	var errs []error
-	if len(queue) == 0 && len(rep.Outcomes) == 0 && s.load != nil {
-		if prev, err := s.load(); err == nil && prev != nil && len(prev.Running) > 0 && prev.BootID != "" && prev.BootID == rep.BootID {
-			rep.RecordKept = true
-		}
-	}
+	s.mergePrevious(rep, entries, len(queue) == 0 && len(rep.Outcomes) == 0)
 	write := func() {
 		if rep.RecordKept {
 			return
@@ -266,6 +303,104 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 	slices.SortStableFunc(rep.Outcomes, func(a, b ShutdownOutcome) int { return cmp.Compare(order[a.UID], order[b.UID]) })
 	write()
 	return rep, errors.Join(errs...)
+}
+
+// takeLock takes the host's shutdown lock, waiting for another shutdown
+// until deadline at most; an error says why it went on without it.
+func (s *shutdown) takeLock(ctx context.Context, deadline time.Time) error {
+	s.release = nil
+	if s.lock == nil {
+		return nil
+	}
+	// a first try without waiting, so the wait is logged only when there is one
+	now, cancel := context.WithCancel(ctx)
+	cancel()
+	release, err := s.lock(now)
+	if errors.Is(err, flock.ErrLocked) {
+		s.log.Warn("another shutdown-guests is under way; waiting for it", "until", deadline.Format(time.TimeOnly))
+		dctx, cancel := context.WithDeadline(ctx, deadline)
+		release, err = s.lock(dctx)
+		cancel()
+	}
+	if err != nil {
+		s.log.Warn("shutdown-guests goes on without the host's shutdown lock", "err", err)
+		return fmt.Errorf("the host's shutdown lock was not had by the deadline, so this shutdown went on without it: %w", err)
+	}
+	s.release = release
+	return nil
+}
+
+func (s *shutdown) unlock() {
+	if s.release != nil {
+		s.release()
+		s.release = nil
+	}
+}
+
+// mergePrevious folds an earlier shutdown record of this boot into rep: a
+// second shutdown in one boot (`virt host reboot`, then systemd's stop of
+// virtcon-guests.service) must not forget the VMs the first took down.
+// When nothing runs now and nothing of the first is dropped, the first's
+// record is kept as it is (rep.RecordKept); otherwise rep's Running
+// becomes the first's, less those started since and not running now (the
+// operator started and stopped them after it), plus those running now,
+// and a save by either is the record's onShutdown.
+func (s *shutdown) mergePrevious(rep *ShutdownReport, entries []vm.Entry, nothingNow bool) {
+	if s.load == nil {
+		return
+	}
+	prev, err := s.load()
+	if err != nil {
+		s.log.Warn("the previous shutdown record cannot be read; this one replaces it", "err", err)
+		return
+	}
+	if prev == nil || prev.BootID == "" || prev.BootID != rep.BootID {
+		return
+	}
+	merged, dropped := mergeRunning(prev, rep.Running, entries)
+	if nothingNow && dropped == 0 && len(merged) > 0 {
+		rep.RecordKept = true
+		return
+	}
+	rep.Running = merged
+	if prev.OnShutdown == OnShutdownSave {
+		rep.OnShutdown = OnShutdownSave
+	}
+}
+
+// mergeRunning is prev's Running, less those started since prev.Time that
+// do not run now, then running's that prev lacks; dropped counts those
+// left out.
+func mergeRunning(prev *ShutdownRecord, running []string, entries []vm.Entry) (merged []string, dropped int) {
+	now := map[string]bool{}
+	for _, uid := range running {
+		now[strings.ToLower(uid)] = true
+	}
+	started := map[string]time.Time{}
+	for _, e := range entries {
+		started[strings.ToLower(e.UID)] = e.StartedAt
+	}
+	seen := map[string]bool{}
+	merged = []string{}
+	for _, uid := range prev.Running {
+		u := strings.ToLower(uid)
+		if seen[u] {
+			continue
+		}
+		if !now[u] && started[u].After(prev.Time) {
+			dropped++
+			continue
+		}
+		seen[u] = true
+		merged = append(merged, uid)
+	}
+	for _, uid := range running {
+		if u := strings.ToLower(uid); !seen[u] {
+			seen[u] = true
+			merged = append(merged, uid)
+		}
+	}
+	return merged, dropped
 }
 
 // one takes one VM down by mode, by the shared deadline.

@@ -43,9 +43,33 @@ type fakeGuests struct {
 	stops     map[string]vm.StopOptions
 	saves     []string
 	order     []string
+	// calls counts each VM's PowerOff and Save calls; down are those that
+	// went down (the listing shows them stopped from then on).
+	calls map[string]int
+	down  map[string]bool
 }
 
-func (f *fakeGuests) List(context.Context) ([]vm.Entry, error) { return f.entries, nil }
+func (f *fakeGuests) List(context.Context) ([]vm.Entry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := slices.Clone(f.entries)
+	for i := range out {
+		if f.down[out[i].UID] {
+			out[i].PID, out[i].Phase = 0, vm.PhaseStopped
+		}
+	}
+	return out, nil
+}
+
+// wentDown records that uid's QEMU is gone.
+func (f *fakeGuests) wentDown(uid string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down == nil {
+		f.down = map[string]bool{}
+	}
+	f.down[uid] = true
+}
 
 func (f *fakeGuests) enter(uid string) {
 	f.mu.Lock()
@@ -56,6 +80,10 @@ func (f *fakeGuests) enter(uid string) {
 	f.busy++
 	f.max = max(f.max, f.busy)
 	f.order = append(f.order, uid)
+	if f.calls == nil {
+		f.calls = map[string]int{}
+	}
+	f.calls[uid]++
 }
 
 func (f *fakeGuests) leave() {
@@ -78,12 +106,15 @@ func (f *fakeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptio
 	case g.stopErr != nil:
 		return vm.StopResult{}, g.stopErr
 	case opts.Force:
+		f.wentDown(uid)
 		return vm.StopResult{How: vm.StoppedQuit}, nil
 	case g.powerOff >= 0 && g.powerOff <= opts.Timeout:
 		time.Sleep(g.powerOff)
+		f.wentDown(uid)
 		return vm.StopResult{How: vm.StoppedACPI}, nil
 	}
 	time.Sleep(opts.Timeout) // deaf, or too slow: quit at the deadline
+	f.wentDown(uid)
 	return vm.StopResult{How: vm.StoppedQuit}, nil
 }
 
@@ -102,6 +133,7 @@ func (f *fakeGuests) Save(ctx context.Context, uid string) (*vm.SaveResult, erro
 	if g.saveErr != nil {
 		return nil, g.saveErr
 	}
+	f.wentDown(uid)
 	return &vm.SaveResult{Bytes: 1000}, nil
 }
 
@@ -123,6 +155,16 @@ func newShutdown(t *testing.T, f *fakeGuests) (*shutdown, func() []ShutdownRepor
 		c.Running, c.Outcomes = slices.Clone(r.Running), slices.Clone(r.Outcomes)
 		written = append(written, c)
 		return nil
+	}, load: func() (*ShutdownRecord, error) {
+		// shutdown.json: the last record written
+		mu.Lock()
+		defer mu.Unlock()
+		if len(written) == 0 {
+			return nil, nil
+		}
+		r := written[len(written)-1].ShutdownRecord
+		r.Running = slices.Clone(r.Running)
+		return &r, nil
 	}}
 	return s, records
 }
@@ -451,5 +493,154 @@ func TestShutdownKeepsThisBootsRecord(t *testing.T) {
 				t.Errorf("kept %v, %d records written; want kept %v (and no write when kept)", rep.RecordKept, len(records()), tc.wantKept)
 			}
 		})
+	}
+}
+
+// A second shutdown in the same boot that finds VMs running (one the
+// first could not stop, one it skipped) writes a record that still names
+// the VMs the first took down, less those started since and not running
+// now; a save by either is the record's.
+func TestShutdownSecondRunMergesTheFirstsRecord(t *testing.T) {
+	t.Parallel()
+	boot := proc.BootID()
+	if boot == "" {
+		t.Skip("no boot id readable here (/proc/sys/kernel/random/boot_id)")
+	}
+	first := time.Now().Add(-time.Minute).UTC()
+	unreadable := vm.Entry{UID: "uid-x", Class: vm.ClassUnreadable, Phase: vm.PhaseRunning, PID: 99, Message: "spec unreadable"}
+	restarted := vm.Entry{Name: "c", UID: "uid-c", Class: vm.ClassManaged, Phase: vm.PhaseStopped, StartedAt: first.Add(30 * time.Second)}
+	before := vm.Entry{Name: "a", UID: "uid-a", Class: vm.ClassManaged, Phase: vm.PhaseStopped, StartedAt: first.Add(-time.Hour)}
+	for _, tc := range []struct {
+		name     string
+		prev     ShutdownRecord
+		entries  []vm.Entry
+		running  []string
+		mode     string
+		wantKept bool
+	}{
+		{"a skipped VM runs on", ShutdownRecord{BootID: boot, Time: first, OnShutdown: OnShutdownShutdown, Running: []string{"uid-a", "uid-b", "uid-c"}},
+			[]vm.Entry{unreadable}, []string{"uid-a", "uid-b", "uid-c"}, OnShutdownShutdown, false},
+		{"one the first could not stop", ShutdownRecord{BootID: boot, Time: first, OnShutdown: OnShutdownShutdown, Running: []string{"uid-a", "uid-b", "uid-c"}},
+			running("b"), []string{"uid-a", "uid-b", "uid-c"}, OnShutdownShutdown, false},
+		{"one started and stopped since is dropped", ShutdownRecord{BootID: boot, Time: first, OnShutdown: OnShutdownShutdown, Running: []string{"uid-a", "uid-b", "uid-c"}},
+			append(running("b"), restarted, before), []string{"uid-a", "uid-b"}, OnShutdownShutdown, false},
+		{"nothing running, nothing dropped: the first's kept", ShutdownRecord{BootID: boot, Time: first, OnShutdown: OnShutdownShutdown, Running: []string{"uid-a"}},
+			[]vm.Entry{before}, []string{"uid-a"}, OnShutdownShutdown, true},
+		{"nothing running, one dropped: rewritten", ShutdownRecord{BootID: boot, Time: first, OnShutdown: OnShutdownShutdown, Running: []string{"uid-a", "uid-c"}},
+			[]vm.Entry{before, restarted}, []string{"uid-a"}, OnShutdownShutdown, false},
+		{"the first saved", ShutdownRecord{BootID: boot, Time: first, OnShutdown: OnShutdownSave, Running: []string{"uid-a", "uid-c"}},
+			running("b"), []string{"uid-a", "uid-c", "uid-b"}, OnShutdownSave, false},
+		{"an earlier boot's is not merged", ShutdownRecord{BootID: "another-boot", Time: first, OnShutdown: OnShutdownSave, Running: []string{"uid-a", "uid-c"}},
+			running("b"), []string{"uid-b"}, OnShutdownShutdown, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeGuests{entries: tc.entries, guests: map[string]fakeGuest{"uid-b": {powerOff: 0}}}
+			s, records := newShutdown(t, f)
+			prev := tc.prev
+			s.load = func() (*ShutdownRecord, error) { return &prev, nil }
+			rep, err := s.run(context.Background(), policy(OnShutdownShutdown, time.Second, 4), ShutdownOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.RecordKept != tc.wantKept {
+				t.Fatalf("kept %v; want %v", rep.RecordKept, tc.wantKept)
+			}
+			if tc.wantKept {
+				if n := len(records()); n != 0 {
+					t.Errorf("%d records written; want the first's kept", n)
+				}
+				return
+			}
+			recs := records()
+			if len(recs) == 0 {
+				t.Fatal("no record written")
+			}
+			for i, r := range recs {
+				if !slices.Equal(r.Running, tc.running) || r.OnShutdown != tc.mode {
+					t.Errorf("record %d: running %v, onShutdown %s; want %v, %s", i, r.Running, r.OnShutdown, tc.running, tc.mode)
+				}
+			}
+		})
+	}
+}
+
+// Two shutdowns at once (virt host reboot, and systemd's stop of
+// virtcon-guests.service) take turns on the host's shutdown lock: each VM
+// goes down once, and the second finds nothing left and keeps the first's
+// record.
+func TestShutdownsTakeTurns(t *testing.T) {
+	t.Parallel()
+	layout := paths.New(t.TempDir())
+	f := &fakeGuests{entries: running("a", "b", "c"), guests: map[string]fakeGuest{
+		"uid-a": {powerOff: 100 * time.Millisecond}, "uid-b": {powerOff: 100 * time.Millisecond}, "uid-c": {powerOff: 100 * time.Millisecond},
+	}}
+	s1, records := newShutdown(t, f)
+	s2 := *s1
+	for _, s := range []*shutdown{s1, &s2} {
+		s.lock = func(ctx context.Context) (func(), error) { return lockShutdown(ctx, layout) }
+	}
+	reps := make([]*ShutdownReport, 2)
+	var wg sync.WaitGroup
+	for i, s := range []*shutdown{s1, &s2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rep, err := s.run(context.Background(), policy(OnShutdownShutdown, 5*time.Second, 4), ShutdownOptions{})
+			if err != nil {
+				t.Error(err)
+			}
+			reps[i] = rep
+		}()
+	}
+	wg.Wait()
+	for uid, n := range f.calls {
+		if n != 1 {
+			t.Errorf("%s was stopped %d times; want once (the shutdowns interleaved)", uid, n)
+		}
+	}
+	if reps[0] == nil || reps[1] == nil {
+		t.Fatal("a shutdown returned no report")
+	}
+	if n0, n1 := len(reps[0].Outcomes), len(reps[1].Outcomes); n0+n1 != 3 || min(n0, n1) != 0 {
+		t.Errorf("outcomes %d and %d; want all three in one shutdown, none in the other", n0, n1)
+	}
+	for _, r := range reps {
+		if r.LockError != "" {
+			t.Errorf("lock error %q; want the second to wait for the first", r.LockError)
+		}
+	}
+	if proc.BootID() != "" {
+		if !reps[0].RecordKept && !reps[1].RecordKept {
+			t.Error("the second shutdown did not keep the first's record")
+		}
+		if recs := records(); len(recs) != 2 || len(recs[1].Running) != 3 {
+			t.Errorf("records %+v; want the first's two, naming the three", recs)
+		}
+	}
+}
+
+// A shutdown waits for the host's shutdown lock by its own deadline only:
+// then it goes on without it, and says so.
+func TestShutdownLockWaitIsBounded(t *testing.T) {
+	t.Parallel()
+	layout := paths.New(t.TempDir())
+	release, err := lockShutdown(context.Background(), layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	f := &fakeGuests{entries: running("a"), guests: map[string]fakeGuest{"uid-a": {powerOff: 0}}}
+	s, _ := newShutdown(t, f)
+	s.lock = func(ctx context.Context) (func(), error) { return lockShutdown(ctx, layout) }
+	start := time.Now()
+	rep, err := s.run(context.Background(), policy(OnShutdownShutdown, 300*time.Millisecond, 4), ShutdownOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < 250*time.Millisecond || took > 2*time.Second {
+		t.Errorf("took %v; want about the 300ms deadline spent waiting", took)
+	}
+	if rep.LockError == "" || f.stops["uid-a"].Force != true {
+		t.Errorf("lock error %q, stop %+v; want the lock named and the guest quit at the deadline", rep.LockError, f.stops["uid-a"])
 	}
 }
