@@ -142,6 +142,7 @@ func (m *Manager) entryFor(vm *VirtualMachine) Entry {
 	if vm.Status.StartedAt != nil {
 		e.StartedAt = *vm.Status.StartedAt
 	}
+	e.SpecRunning = vm.Spec.Running
 	if vm.Spec.Running {
 		e.Class = ClassMissing
 		e.Reason, e.Message = ReasonProcessGone, "spec says running but the QEMU process is gone"

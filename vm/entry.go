@@ -38,6 +38,10 @@ type Entry struct {
 	// is not ours. `virt host boot` tells a stale shutdown record by it.
 	// Not in the listing's JSON (`virt vm show` has status.startedAt).
 	StartedAt time.Time
+	// SpecRunning is spec.running, what the operator last asked: a Saved
+	// VM with it is resumed by `virt host boot`, one stopped since (`virt
+	// vm stop` of a Saved VM keeps its state) is not. Not in the JSON.
+	SpecRunning bool
 }
 
 // entryWire is Entry as JSON and YAML carry it (docs/cli.md).

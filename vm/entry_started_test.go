@@ -7,7 +7,8 @@ import (
 )
 
 // A VM's entry carries its last start time (status.startedAt, kept by a
-// stop): the host boot tells a stale shutdown record by it.
+// stop), by which the host boot tells a stale shutdown record, and
+// spec.running, by which it tells a Saved VM to resume.
 func TestEntryStartedAt(t *testing.T) {
 	m, _, _ := newTestManager(t)
 	ctx := context.Background()
@@ -24,14 +25,17 @@ func TestEntryStartedAt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got.Status.StartedAt, got.Status.Phase = &at, PhaseStopped
+	if es[0].SpecRunning {
+		t.Error("a VM never started lists SpecRunning")
+	}
+	got.Status.StartedAt, got.Status.Phase, got.Spec.Running = &at, PhaseStopped, true
 	if err := m.store.save(got); err != nil {
 		t.Fatal(err)
 	}
-	if es, err = m.List(ctx); err != nil || !es[0].StartedAt.Equal(at) {
-		t.Errorf("List: StartedAt %v (%v); want %v", es[0].StartedAt, err, at)
+	if es, err = m.List(ctx); err != nil || !es[0].StartedAt.Equal(at) || !es[0].SpecRunning {
+		t.Errorf("List: StartedAt %v, SpecRunning %v (%v); want %v, true", es[0].StartedAt, es[0].SpecRunning, err, at)
 	}
-	if e, err := m.Peek(ctx, v.Metadata.UID); err != nil || !e.StartedAt.Equal(at) {
-		t.Errorf("Peek: %+v, %v; want StartedAt %v", e, err, at)
+	if e, err := m.Peek(ctx, v.Metadata.UID); err != nil || !e.StartedAt.Equal(at) || !e.SpecRunning {
+		t.Errorf("Peek: %+v, %v; want StartedAt %v, SpecRunning", e, err, at)
 	}
 }
