@@ -96,3 +96,7 @@ clean: ## remove build outputs
 .PHONY: guest
 guest: ## build the test guest (kernel + initramfs) under build/guest
 	scripts/mkguest.sh
+
+.PHONY: vendor-xterm
+vendor-xterm: ## re-fetch xterm.js + addon-fit (npm pack), check them against webterm/static/vendor/INTEGRITY, copy them in (UPDATE=1 re-records)
+	scripts/vendor-xterm.sh $(if $(UPDATE),--update)
