@@ -108,8 +108,9 @@ func (e *BootError) empty() bool { return len(e.Unwrap()) == 0 }
 //     in this boot and still on trial is left to its watchdog.
 //  3. The VMs are started, with the same call `virt vm start` makes
 //     (vm.Manager.Start), one after another: those with spec.autostart,
-//     and with onBoot: restore those the last clean shutdown found
-//     running (ShutdownRecord), by spec.startup.order and then name, each
+//     with onBoot: restore those the last clean shutdown found running
+//     (ShutdownRecord, unless a VM started after it: then it is stale),
+//     and the Saved VMs (resumed), by spec.startup.order and then name, each
 //     after its spec.startup.delay and, from the second start on, the
 //     policy's startDelay. A VM that runs already is left alone; one that
 //     fails is recorded and the rest go on. In the first run of a boot,
@@ -237,7 +238,7 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 			rec.Skipped = append(rec.Skipped, BootSkipped{UID: e.UID, Why: e.Message})
 		}
 	}
-	restore := h.bootShutdownRecord(policy, rec)
+	restore := h.bootShutdownRecord(policy, rec, entries)
 	plan := planBoot(entries, restore)
 	byUID := map[string]vm.Entry{}
 	for _, e := range entries {
@@ -285,9 +286,9 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 
 // bootShutdownRecord reads the shutdown record into rec and returns the
 // UIDs it says to start, with why: none unless no boot has acted on the
-// record before, and onBoot is restore (WhyRestore) or the shutdown saved
-// the guests (WhySaved).
-func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord) map[string]string {
+// record before, it is not stale (staleShutdown), and onBoot is restore
+// (WhyRestore) or the shutdown saved the guests (WhySaved).
+func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord, entries []vm.Entry) map[string]string {
 	sr, err := LoadShutdownRecord(h.Layout)
 	if err != nil {
 		rec.Shutdown = &BootShutdown{Error: err.Error()}
@@ -303,6 +304,11 @@ func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord) map[string]st
 	rec.Shutdown = bs
 	if rec.ShutdownActedOn != nil && rec.ShutdownActedOn.Equal(sr.Time) {
 		bs.Note = "an earlier boot acted on it already (the last shutdown was not clean, or this boot ran before)"
+		return nil
+	}
+	if note := staleShutdown(sr, entries); note != "" {
+		bs.Note = note
+		h.Log.Warn("host boot: the shutdown record is stale: restoring nothing from it", "why", note)
 		return nil
 	}
 	t := sr.Time
@@ -326,9 +332,33 @@ func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord) map[string]st
 	return restore
 }
 
+// staleShutdown says why the shutdown record is not the last clean
+// shutdown ("" when it may be): a VM of ours was started after it. A
+// shutdown-guests run by hand, or a reboot that never went down, leaves a
+// record behind while the host runs on; VMs start and stop after it, and
+// a power loss then must not bring back that old list.
+func staleShutdown(sr *ShutdownRecord, entries []vm.Entry) string {
+	var last *vm.Entry
+	for i := range entries {
+		e := &entries[i]
+		if !e.Actionable() || !e.StartedAt.After(sr.Time) {
+			continue
+		}
+		if last == nil || e.StartedAt.After(last.StartedAt) {
+			last = e
+		}
+	}
+	if last == nil {
+		return ""
+	}
+	return fmt.Sprintf("stale: VM %q was started at %s, after this record was written: the host ran on after that shutdown, so it is not the last clean one",
+		last.Name, last.StartedAt.Local().Format(time.DateTime))
+}
+
 // planBoot lists the VMs a boot starts: ours (MANAGED or MISSING), with
-// spec.autostart or in restore (UID to why), by spec.startup.order, then
-// name.
+// spec.autostart or in restore (UID to why), and every Saved VM whose
+// spec says running (its state waits on disk, whatever the shutdown
+// record says), by spec.startup.order, then name.
 func planBoot(entries []vm.Entry, restore map[string]string) []BootVM {
 	var plan []BootVM
 	for _, e := range entries {
@@ -341,6 +371,8 @@ func planBoot(entries []vm.Entry, restore map[string]string) []BootVM {
 			why = WhyAutostart
 		case restore[e.UID] != "":
 			why = restore[e.UID]
+		case e.Phase == vm.PhaseSaved && e.SpecRunning:
+			why = WhySaved
 		default:
 			continue
 		}

@@ -499,3 +499,75 @@ func TestBootResumesSaved(t *testing.T) {
 		t.Errorf("started %v, record %+v; want the saved VM resumed, why saved", vms.started, rec.VMs)
 	}
 }
+
+// A shutdown record older than a VM's last start is stale (a
+// shutdown-guests by hand, or a reboot that never went down, and the host
+// ran on): it restores nothing, and the record says why. Saved VMs are
+// resumed all the same: their state waits on disk.
+func TestBootStaleShutdownRecord(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 5, 1, 9, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name, policy, mode string
+		later              time.Time // the "later" VM's last start
+		want               []string
+		stale              bool
+	}{
+		{"restore, a VM started after it", "onBoot: restore\n", OnShutdownShutdown, at.Add(3 * time.Hour), []string{"uid-sv"}, true},
+		{"a save's, a VM started after it", "", OnShutdownSave, at.Add(3 * time.Hour), []string{"uid-sv"}, true},
+		{"restore, every start before it", "onBoot: restore\n", OnShutdownShutdown, at.Add(-time.Hour), []string{"uid-ran", "uid-sv"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testHost(t)
+			writePolicy(t, h, tc.policy)
+			ran := stopped("ran", false, 0, 0)
+			ran.StartedAt = at.Add(-2 * time.Hour)
+			later := stopped("later", false, 0, 0)
+			later.Class, later.StartedAt, later.SpecRunning = vm.ClassMissing, tc.later, true
+			sv := stopped("sv", false, 0, 0)
+			sv.Phase, sv.SpecRunning, sv.StartedAt = vm.PhaseSaved, true, at.Add(-time.Hour)
+			vms := &fakeVMs{entries: []vm.Entry{ran, later, sv}}
+			if err := WriteShutdownRecord(h.Layout, &ShutdownRecord{Time: at, OnShutdown: tc.mode, Running: []string{"uid-ran"}}); err != nil {
+				t.Fatal(err)
+			}
+			rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(vms.started, tc.want) {
+				t.Errorf("started %v; want %v", vms.started, tc.want)
+			}
+			gotStale := rec.Shutdown != nil && strings.Contains(rec.Shutdown.Note, "stale") && strings.Contains(rec.Shutdown.Note, `"later"`)
+			if gotStale != tc.stale || (tc.stale && rec.Shutdown.Used) {
+				t.Errorf("shutdown %+v; want stale %v (naming the VM started after it), not used when stale", rec.Shutdown, tc.stale)
+			}
+			for _, v := range rec.VMs {
+				if v.Name == "sv" && (v.Why != WhySaved || v.Outcome != BootStarted) {
+					t.Errorf("sv: %+v; want resumed, why saved", v)
+				}
+			}
+		})
+	}
+}
+
+// A Saved VM is resumed without any shutdown record, unless it was
+// stopped since (spec.running false: its state stays for a later start).
+func TestBootResumesSavedWithoutRecord(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	sv := stopped("sv", false, 0, 0)
+	sv.Phase, sv.SpecRunning = vm.PhaseSaved, true
+	off := stopped("off", false, 0, 0)
+	off.Phase = vm.PhaseSaved
+	vms := &fakeVMs{entries: []vm.Entry{sv, off}}
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(vms.started, []string{"uid-sv"}) || len(vms.marked) != 0 {
+		t.Errorf("started %v, marked %v; want sv resumed, off left Saved", vms.started, vms.marked)
+	}
+	if len(rec.VMs) != 1 || rec.VMs[0].Why != WhySaved {
+		t.Errorf("record %+v; want sv, why saved", rec.VMs)
+	}
+}

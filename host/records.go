@@ -90,8 +90,10 @@ const (
 	WhyAutostart = "autostart"
 	// WhyRestore: it ran at the last clean shutdown (onBoot: restore).
 	WhyRestore = "restore"
-	// WhySaved: the last shutdown saved its state (onShutdown: save);
-	// the start resumes it, whatever onBoot says.
+	// WhySaved: its state is saved (phase Saved, spec.running: a
+	// shutdown with onShutdown: save, or `virt vm save`), or the last
+	// shutdown saved the guests; the start resumes it, whatever onBoot
+	// says.
 	WhySaved = "saved"
 )
 
@@ -192,7 +194,8 @@ type BootShutdown struct {
 	// acted on once (ShutdownActedOn): a boot that finds one an earlier
 	// boot acted on (the last shutdown was not clean) uses it no more.
 	Used bool `json:"used"`
-	// Note says why it was not used.
+	// Note says why it was not used: acted on before, stale (a VM was
+	// started after it), or onBoot.
 	Note string `json:"note,omitempty"`
 	// Error is why it could not be read (nothing was restored from it).
 	Error string `json:"error,omitempty"`
