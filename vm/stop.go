@@ -55,6 +55,10 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 // PowerOff is Stop, saying how the VM went down. A Saved VM keeps its
 // saved state (only spec.running changes); a running VM's saved state,
 // left behind by a resume that could not remove it, is stale and goes.
+//
+// Only opts.Timeout escalates a graceful stop to quit and SIGKILL: when
+// ctx ends first, PowerOff returns a *StopInterruptedError (wrapping
+// ctx.Err()) and leaves QEMU alone. A forced stop is not interrupted.
 func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (res StopResult, err error) {
 	start := time.Now()
 	res = StopResult{How: StoppedNotRunning}
@@ -98,13 +102,22 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 		opts.Force = true
 	}
 	if pid > 0 && !opts.Force {
-		if err := m.qmpDo(ctx, uid, powerdown); errors.Is(err, errNoGuest) {
+		err := m.qmpDo(ctx, uid, powerdown)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			// only the timeout escalates: an interrupted stop (Ctrl-C, a
+			// caller giving up) must not quit or kill a guest that may be
+			// shutting down; spec.running is false already
+			return res, &StopInterruptedError{Name: name, Err: ctx.Err()}
+		case errors.Is(err, errNoGuest):
 			m.log.Info("the guest never started; quitting", "vm", name)
-		} else if err != nil {
+		case err != nil:
 			m.log.Warn("ACPI powerdown failed; will quit", "vm", name, "err", err)
-		} else if m.waitGone(ctx, pid, uid, opts.Timeout) {
+		case m.waitGone(ctx, pid, uid, opts.Timeout):
 			pid, res.How = 0, StoppedACPI
-		} else {
+		case ctx.Err() != nil:
+			return res, &StopInterruptedError{Name: name, Pressed: true, Err: ctx.Err()}
+		default:
 			m.log.Warn("guest did not power off in time; sending quit", "vm", name, "timeout", opts.Timeout)
 		}
 	}
@@ -130,6 +143,27 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 	}
 	return res, m.store.save(vm)
 }
+
+// StopInterruptedError is a graceful stop whose ctx ended before the
+// guest powered off (and before its timeout): nothing was escalated to
+// quit or SIGKILL. spec.running is already false, so a new stop finishes
+// the job; the guest may still be going down meanwhile.
+type StopInterruptedError struct {
+	Name string
+	// Pressed: the ACPI power button was pressed before the interruption.
+	Pressed bool
+	Err     error // ctx.Err()
+}
+
+func (e *StopInterruptedError) Error() string {
+	what := "before QEMU confirmed the ACPI power button: the guest may run on"
+	if e.Pressed {
+		what = "while the guest was powering off (ACPI): it may still be going down, and QEMU was neither quit nor killed"
+	}
+	return fmt.Sprintf("vm %q: stop interrupted %s; spec.running is false, a new stop finishes the job: %v", e.Name, what, e.Err)
+}
+
+func (e *StopInterruptedError) Unwrap() error { return e.Err }
 
 // errNoGuest: the VM never ran guest code (QEMU's prelaunch state).
 var errNoGuest = errors.New("the guest never started")
