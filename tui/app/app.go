@@ -63,6 +63,11 @@ type Options struct {
 	IdleTimeout time.Duration
 	// Hostname is shown on the header until the status screen knows it.
 	Hostname string
+	// LoggedIn starts the session logged in as this user, without the
+	// login form: a web terminal session, whose server ran PAM. It takes
+	// the console lock like a login; logging out or locking ends the
+	// program (and so the web session).
+	LoggedIn string
 }
 
 // Status is the status screen: shown before login, and as the first page
@@ -155,6 +160,9 @@ func New(c common.Common, status Status, pages []Page, a Authenticator, lk Locke
 		opts.AdminGroup = "virtcon-admin"
 	}
 	m := &Model{c: c, opts: opts, status: status, pages: pages, auth: a, locker: lk, idle: idle, page: -1}
+	if opts.LoggedIn != "" {
+		m.mode, c.Session.User = modePages, opts.LoggedIn
+	}
 	m.SetSize(c.Width, c.Height)
 	return m
 }
@@ -188,6 +196,9 @@ func (m *Model) Init() tea.Cmd {
 	cmds := []tea.Cmd{m.status.Init(), tick()}
 	for _, p := range m.pages {
 		cmds = append(cmds, p.Screen.Init())
+	}
+	if m.opts.LoggedIn != "" {
+		cmds = append(cmds, m.acquire(false))
 	}
 	return tea.Batch(cmds...)
 }

@@ -649,3 +649,45 @@ func TestScreenActivityAndLock(t *testing.T) {
 		t.Errorf("lock reason not shown:\n%s", r.screen())
 	}
 }
+
+// TestLoggedInWebSession: a web terminal's session starts logged in (no
+// PAM here: its server ran it) and takes the console lock like a login;
+// a second one is read-only and names the holder; logout and lock end
+// the program, and with it the web session.
+func TestLoggedInWebSession(t *testing.T) {
+	r := newRig(t, term.Rich, Options{TTY: "web/1a2b3c4d", LoggedIn: "alice"})
+	r.drain(r.m.Init(), 0)
+	se := r.m.Session()
+	if se.User != "alice" || !se.Writer || r.locks != 1 {
+		t.Fatalf("session %+v after %d lock attempts; want alice holding the writer lock", *se, r.locks)
+	}
+	if len(r.logins) != 0 {
+		t.Errorf("PAM asked %v; want no login", r.logins)
+	}
+	if got := r.screen(); !strings.Contains(got, "alice@web/1a2b3c4d [RW]") {
+		t.Errorf("header lacks alice@web/1a2b3c4d [RW]:\n%s", got)
+	}
+	r.run(tuitest.Key("v"))
+	if r.vms.activated != 1 {
+		t.Errorf("VMs activated %d times; want 1 (logged in)", r.vms.activated)
+	}
+	for _, k := range []string{"x", "l"} {
+		_, cmd := r.m.Update(tuitest.Key(k))
+		if !quits(cmd) {
+			t.Errorf("%s in a web session: does not quit; want the program (and the web session) to end", k)
+		}
+	}
+	if r.released == 0 {
+		t.Error("the console lock was not given back on the way out")
+	}
+
+	ro := newRig(t, term.Plain, Options{TTY: "web/5e6f7a8b", LoggedIn: "bob"})
+	ro.holder = "alice on web/1a2b3c4d since 09:12"
+	ro.drain(ro.m.Init(), 0)
+	if se := ro.m.Session(); se.User != "bob" || se.Writer {
+		t.Fatalf("second web session %+v; want bob, read-only", *se)
+	}
+	if got := ro.screen(); !strings.Contains(got, "read-only: alice on web/1a2b3c4d since 09:12 holds the console lock") {
+		t.Errorf("second web session does not name the holder:\n%s", got)
+	}
+}

@@ -37,18 +37,7 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	}
 	capturing := m.mode == modeLogin || (m.current() != nil && m.current().Capturing())
 	if key.Matches(msg, k.Quit) && (!capturing || isGlobalKey(ks)) {
-		if m.opts.Kiosk {
-			m.setMessage(styles.Info, "this is the host console: it does not quit (log out with F12/x)")
-			return m, nil
-		}
-		if m.pendingTry() != nil {
-			// quitting keeps nothing: the trial rolls back unless kept,
-			// and the operator may be leaving in the belief it is done
-			m.quitting, m.message = true, ""
-			return m, nil
-		}
-		m.releaseLock()
-		return m, tea.Quit
+		return m.quit()
 	}
 	if m.showHelp {
 		if ks == "esc" || key.Matches(msg, k.Help) {
@@ -71,6 +60,10 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	case key.Matches(msg, k.Login) && m.mode != modePages:
 		m.openLogin()
 		return m, m.form.focus()
+	case (key.Matches(msg, k.Lock) || key.Matches(msg, k.Logout)) && m.mode == modePages && m.opts.LoggedIn != "":
+		// a web session has no login form behind it: its server ran PAM
+		// and ends the session when the program does
+		return m.quit()
 	case key.Matches(msg, k.Lock) && m.mode == modePages:
 		m.lock("by " + m.c.Session.User)
 		return m, nil
@@ -109,6 +102,23 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, cmd
 	}
 	return m, nil
+}
+
+// quit ends the program, unless this is the host console; while a
+// network change is on trial it asks first.
+func (m *Model) quit() (tea.Model, tea.Cmd) {
+	if m.opts.Kiosk {
+		m.setMessage(styles.Info, "this is the host console: it does not quit (log out with F12/x)")
+		return m, nil
+	}
+	if m.pendingTry() != nil {
+		// quitting keeps nothing: the trial rolls back unless kept,
+		// and the operator may be leaving in the belief it is done
+		m.quitting, m.message = true, ""
+		return m, nil
+	}
+	m.releaseLock()
+	return m, tea.Quit
 }
 
 // pendingTry is the network change on trial that the status screen or a

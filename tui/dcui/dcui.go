@@ -27,6 +27,7 @@ import (
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/status"
 	"github.com/virtcon/virtcon/tui/term"
+	"github.com/virtcon/virtcon/webterm"
 )
 
 // Flags are the program's options.
@@ -39,6 +40,9 @@ type Flags struct {
 	IdleTimeout time.Duration
 	Console     bool
 	TTY         string
+	// WebSessionFD is the descriptor a web terminal passes the session's
+	// identity on (--web-session-fd); -1: none, log in with PAM.
+	WebSessionFD int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
@@ -54,6 +58,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.Var(duration.NewValue(&f.IdleTimeout, auth.DefaultIdleTimeout), "idle-timeout", "lock the console after this long without input (300, 300s, 5m)")
 	fs.BoolVar(&f.Console, "console", false, "host console mode (getty units): q and ctrl+c do not quit")
 	fs.StringVar(&f.TTY, "tty", "", "console name for the audit log and the console lock (default: the terminal's device)")
+	fs.IntVar(&f.WebSessionFD, "web-session-fd", -1, "start logged in as the user a web terminal (virt webterm) passes on this inherited pipe; root only")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -72,6 +77,27 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 		return nil, fmt.Errorf("--pam-service %q: want a file name under /etc/pam.d", f.PAMService)
 	}
 	return f, nil
+}
+
+// geteuid is os.Geteuid; a test seam.
+var geteuid = os.Geteuid
+
+// webSession reads the identity a web terminal passed on fd. Only root
+// may start a DCUI logged in, and only through a pipe (what the server
+// wrote and closed): a file or a terminal anyone could have filled is
+// refused, as is fd 0-2 (the session's terminal).
+func webSession(fd int) (*webterm.Identity, error) {
+	if uid := geteuid(); uid != 0 {
+		return nil, fmt.Errorf("--web-session-fd %d: refused: only root may start a session logged in (this runs as uid %d)", fd, uid)
+	}
+	if fd < 3 {
+		return nil, fmt.Errorf("--web-session-fd %d: refused: descriptors 0-2 are the terminal; want an inherited pipe (3 or more)", fd)
+	}
+	id, err := webterm.ReadIdentity(os.NewFile(uintptr(fd), "web-session"))
+	if err != nil {
+		return nil, fmt.Errorf("--web-session-fd %d: refused: %w", fd, err)
+	}
+	return id, nil
 }
 
 // ttyName is the console's name for humans and the audit log: "tty1",
@@ -137,6 +163,12 @@ type Config struct {
 	Console bool
 	// Hostname is shown on the header until the status screen knows it.
 	Hostname string
+	// WebSession is the user a web terminal logged in (ReadIdentity of
+	// --web-session-fd): the session starts logged in as them, takes the
+	// console lock like any login, and ends when they log out. The idle
+	// lock is off: the web terminal's server keeps the idle time and ends
+	// the session. nil: a console with the login form.
+	WebSession *webterm.Identity
 }
 
 // Run runs one DCUI session until the operator quits or ctx ends. Ending
@@ -200,9 +232,16 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		}
 		return l.Release, "", nil
 	}
-	m := app.New(c, st, pages, login, locker, idle, app.Options{
+	var appIdle app.Idle = idle
+	loggedIn := ""
+	if w := cfg.WebSession; w != nil {
+		appIdle, loggedIn = nil, w.User
+		log.Info("web session", "user", w.User, "uid", w.UID, "source", w.Source, "session", w.Session)
+	}
+	m := app.New(c, st, pages, login, locker, appIdle, app.Options{
 		Product: "virtcon", Version: bi.Version, TTY: cfg.TTYName, Kiosk: cfg.Console,
 		AdminGroup: cfg.AdminGroup, IdleTimeout: cfg.IdleTimeout, Hostname: cfg.Hostname,
+		LoggedIn: loggedIn,
 	})
 	if cfg.Width > 0 && cfg.Height > 0 {
 		m.SetSize(cfg.Width, cfg.Height)
@@ -282,6 +321,13 @@ func Main(ctx context.Context) (code int) {
 		}
 		return 2
 	}
+	var web *webterm.Identity
+	if f.WebSessionFD >= 0 {
+		if web, err = webSession(f.WebSessionFD); err != nil {
+			fmt.Fprintln(os.Stderr, "dcui:", err)
+			return 2
+		}
+	}
 	layout := paths.New(f.Root)
 
 	// The TUI owns the screen: logs go to a file only. Without one (a
@@ -317,7 +363,9 @@ func Main(ctx context.Context) (code int) {
 		}
 	}
 	tty := f.TTY
-	if tty == "" {
+	if web != nil {
+		tty = web.TTYName()
+	} else if tty == "" {
 		tty = ttyName()
 	}
 	var w, h int
@@ -359,6 +407,7 @@ func Main(ctx context.Context) (code int) {
 		Host:       host.New(host.Options{Layout: layout, HostRoot: "/", Logger: log}),
 		PAMService: f.PAMService, AdminGroup: f.AdminGroup, PAMHelper: self,
 		IdleTimeout: f.IdleTimeout, Console: f.Console, Hostname: hostname,
+		WebSession: web,
 	})
 	switch {
 	case errors.Is(err, tea.ErrProgramPanic):
