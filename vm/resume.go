@@ -2,7 +2,6 @@ package vm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -22,9 +21,19 @@ type savedResume struct {
 // started.
 func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedResume, error) {
 	uid, name := vm.Metadata.UID, vm.Metadata.Name
-	_, recErr := os.Lstat(m.savedRecordPath(uid))
-	if !m.hasSaved(uid) && errors.Is(recErr, os.ErrNotExist) {
+	switch record, stream := m.savedFiles(uid); {
+	case !record && !stream:
 		os.Remove(m.savedStatePath(uid) + ".tmp") // a save cut short: the guest ran on
+		return nil, nil
+	case !record, !stream:
+		// A save writes the stream, then the record; a removal deletes the
+		// record, then the stream: one without the other is what either
+		// left when cut short (or an older virt's removal, stream first),
+		// never a state to resume.
+		m.log.Warn("a saved state's leftover is removed (an interrupted save or removal); booting fresh", "vm", name, "record", record, "stream", stream)
+		if err := m.removeSaved(uid); err != nil {
+			return nil, fmt.Errorf("vm %q: remove the leftover of a saved state: %w", name, err)
+		}
 		return nil, nil
 	}
 	if opts.DiscardSaved {
@@ -37,9 +46,6 @@ func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedRe
 	path := m.savedStatePath(uid)
 	fail := func(reason, format string, a ...any) error {
 		return &SavedStateError{Name: name, Path: path, Reason: reason, Detail: fmt.Sprintf(format, a...)}
-	}
-	if !m.hasSaved(uid) {
-		return nil, fail(SavedCorrupt, "the record %s is there but the stream is gone", savedRecordName)
 	}
 	rec, err := m.readSavedRecord(vm)
 	if err != nil {

@@ -25,8 +25,8 @@ const PhaseSaved = "Saved"
 const ReasonSaved = "saved"
 
 // The saved state lives in the VM's state directory: QEMU's migration
-// stream, and beside it what it was saved from. The stream's presence
-// makes the VM Saved; the record is written last and checked before a
+// stream, and beside it what it was saved from. Both make the VM Saved:
+// the record is written last and removed first, and checked before a
 // resume.
 const (
 	savedStateName  = "saved.state"
@@ -106,14 +106,31 @@ func (m *Manager) savedRecordPath(uid string) string {
 	return filepath.Join(m.layout().VMStateDir(uid), savedRecordName)
 }
 
-// hasSaved reports whether the VM has a saved state (its stream exists).
+// savedFiles reports which of the saved state's two files exist.
+func (m *Manager) savedFiles(uid string) (record, stream bool) {
+	_, rerr := os.Lstat(m.savedRecordPath(uid))
+	_, serr := os.Lstat(m.savedStatePath(uid))
+	return rerr == nil, serr == nil
+}
+
+// hasSaved reports whether the VM has a saved state: its record and its
+// stream. One without the other is a leftover of an interrupted save or
+// removal, never resumed (prepareResume removes it).
 func (m *Manager) hasSaved(uid string) bool {
-	_, err := os.Lstat(m.savedStatePath(uid))
-	return err == nil
+	record, stream := m.savedFiles(uid)
+	return record && stream
+}
+
+// anySaved reports whether any file of a saved state is there, whole or
+// not: what a running VM must be rid of before its guest may run on.
+func (m *Manager) anySaved(uid string) bool {
+	record, stream := m.savedFiles(uid)
+	_, err := os.Lstat(m.savedStatePath(uid) + ".tmp")
+	return record || stream || err == nil
 }
 
 // SavedRecord returns the record of the VM's saved state; nil without one.
-// A stream whose record is missing or unreadable is an error.
+// A record that cannot be read is an error.
 func (m *Manager) SavedRecord(ctx context.Context, ref string) (*SavedState, error) {
 	vm, err := m.find(ref)
 	if err != nil {
@@ -162,16 +179,42 @@ func (m *Manager) markSaved(vm *VirtualMachine, e *Entry) {
 	}
 }
 
-// removeSaved deletes the saved state, stream first: without it the VM
-// is no longer Saved.
+// removeSaved deletes the saved state, record first: without its record
+// a stream is a leftover that no start resumes, so a removal cut short
+// anywhere leaves either the whole state or a leftover, never a state
+// refused as corrupt. A failure to remove the record (made durable by the
+// directory's fsync) leaves the state whole and stops there.
 func (m *Manager) removeSaved(uid string) error {
+	dir := m.layout().VMStateDir(uid)
+	if err := os.Remove(m.savedRecordPath(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
 	var errs []error
-	for _, p := range []string{m.savedStatePath(uid), m.savedStatePath(uid) + ".tmp", m.savedRecordPath(uid)} {
+	for _, p := range []string{m.savedStatePath(uid), m.savedStatePath(uid) + ".tmp"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// syncDir makes the entries of dir (a removal, a rename) durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("fsync %s: %w", dir, err)
+	}
+	return nil
 }
 
 // SaveResult says what a save wrote.

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 )
@@ -104,14 +106,17 @@ func TestPrepareResume(t *testing.T) {
 		{name: "discarded on request", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
 			writeSaved(t, m, vm, func(s *SavedState) { s.SHA256 = "bad" })
 		}, discard: true, wantNone: true},
+		// a removal cut short after the record (or a save cut short
+		// before it): a leftover, removed, and the guest boots fresh
 		{name: "stream without its record", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
 			writeSaved(t, m, vm, nil)
 			os.Remove(m.savedRecordPath(vm.Metadata.UID))
-		}, wantReason: SavedCorrupt},
+		}, wantNone: true},
+		// an older virt's removal cut short (it removed the stream first)
 		{name: "record without its stream", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
 			writeSaved(t, m, vm, nil)
 			os.Remove(m.savedStatePath(vm.Metadata.UID))
-		}, wantReason: SavedCorrupt},
+		}, wantNone: true},
 		{name: "record unreadable", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
 			writeSaved(t, m, vm, nil)
 			os.WriteFile(m.savedRecordPath(vm.Metadata.UID), []byte("{not json"), 0o600)
@@ -150,7 +155,7 @@ func TestPrepareResume(t *testing.T) {
 					t.Fatalf("got %v, %v; want a SavedStateError (%s)", s, err, tt.wantReason)
 				}
 				// refused states stay for the operator to look at or discard
-				if tt.name != "record without its stream" && !m.hasSaved(vm.Metadata.UID) {
+				if !m.hasSaved(vm.Metadata.UID) {
 					t.Errorf("the refused stream was removed")
 				}
 			case tt.wantNone:
@@ -240,5 +245,56 @@ func TestSaveNotRunning(t *testing.T) {
 	mustCreate(t, m, kernelVM("web", testKernel(t)))
 	if _, err := m.Save(context.Background(), "web"); !errors.Is(err, ErrNotRunning) {
 		t.Errorf("Save of a stopped VM: got %v; want ErrNotRunning", err)
+	}
+}
+
+// A removal deletes the record first: should it fail there, the state is
+// whole (a later start resumes it), never a stream without its record or
+// a record without its stream (review of issue 11, item 6).
+func TestRemoveSavedRecordFirst(t *testing.T) {
+	t.Parallel()
+	m, _, _ := newTestManager(t)
+	vm := savedVM(t, m, "web")
+	uid := vm.Metadata.UID
+	// a record that cannot be removed: a directory with something in it
+	rec := m.savedRecordPath(uid)
+	os.Remove(rec)
+	if err := os.MkdirAll(filepath.Join(rec, "x"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.removeSaved(uid); err == nil {
+		t.Fatal("removeSaved: got nil; want the record's removal to fail")
+	}
+	if !fileThere(m.savedStatePath(uid)) {
+		t.Error("the stream went although its record could not be removed")
+	}
+	os.RemoveAll(rec)
+	writeSaved(t, m, vm, nil)
+	if err := m.removeSaved(uid); err != nil {
+		t.Fatal(err)
+	}
+	if ents := dirEntries(t, m.layout().VMStateDir(uid)); slices.Contains(ents, savedStateName) || slices.Contains(ents, savedRecordName) {
+		t.Errorf("after removeSaved: %v", ents)
+	}
+}
+
+// One file of a saved state without the other is no saved state: the VM
+// is not listed Saved (it is MISSING: a start boots it fresh).
+func TestSavedLeftoverNotSaved(t *testing.T) {
+	t.Parallel()
+	for _, gone := range []string{savedRecordName, savedStateName} {
+		t.Run("without "+gone, func(t *testing.T) {
+			t.Parallel()
+			m, _, _ := newTestManager(t)
+			vm := savedVM(t, m, "web")
+			os.Remove(filepath.Join(m.layout().VMStateDir(vm.Metadata.UID), gone))
+			e, err := m.Peek(context.Background(), "web")
+			if err != nil || e.Phase == PhaseSaved || e.Class != ClassMissing {
+				t.Errorf("Peek: got %s %s (%v); want MISSING, not Saved", e.Class, e.Phase, err)
+			}
+			if rec, err := m.SavedRecord(context.Background(), "web"); rec != nil || err != nil {
+				t.Errorf("SavedRecord: got %+v, %v; want nil, nil", rec, err)
+			}
+		})
 	}
 }
