@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"strings"
@@ -85,13 +86,23 @@ func bootSummary(rec *host.BootRecord) string {
 			parts = append(parts, fmt.Sprintf("%d failed: %s: %s", t.Failed, t.FirstFailed.Name, t.FirstFailed.Error))
 		}
 		if t.NotStarted > 0 {
-			parts = append(parts, fmt.Sprintf("%d not started (cancelled)", t.NotStarted))
+			parts = append(parts, fmt.Sprintf("%d not started: %s", t.NotStarted, firstNotStarted(rec)))
 		}
 	}
 	if t.MarkedStopped > 0 {
 		parts = append(parts, fmt.Sprintf("%d marked stopped (not autostart)", t.MarkedStopped))
 	}
 	return "boot " + rec.Time.Local().Format("15:04") + ": " + strings.Join(parts, ", ")
+}
+
+// firstNotStarted is the first VM the boot did not start, and why.
+func firstNotStarted(rec *host.BootRecord) string {
+	for _, v := range rec.VMs {
+		if v.Outcome == host.BootNotStarted {
+			return v.Name + ": " + v.Note
+		}
+	}
+	return ""
 }
 
 func bootNetWords(n host.BootNetwork) string {
@@ -153,7 +164,7 @@ func writeBootRecord(w io.Writer, rec *host.BootRecord) error {
 		fmt.Fprintf(w, "VMs:\tnone to start (no VM has autostart)\n")
 		return nil
 	}
-	fmt.Fprintln(w, "\nNAME\tWHY\tORDER\tDELAY\tOUTCOME\tSTARTED\tTOOK\tERROR")
+	fmt.Fprintln(w, "\nNAME\tWHY\tORDER\tDELAY\tOUTCOME\tSTARTED\tTOOK\tNOTE")
 	for _, v := range rec.VMs {
 		at := "-"
 		if v.StartedAt != nil {
@@ -163,7 +174,7 @@ func writeBootRecord(w io.Writer, rec *host.BootRecord) error {
 		if v.StartedAt != nil {
 			took = v.Took.String()
 		}
-		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Name, dash(v.Why), v.Order, v.Delay, v.Outcome, at, took, dash(v.Error))
+		fmt.Fprintf(w, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", v.Name, dash(v.Why), v.Order, v.Delay, v.Outcome, at, took, dash(cmp.Or(v.Error, v.Note)))
 	}
 	return nil
 }

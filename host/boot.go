@@ -3,6 +3,7 @@ package host
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -31,6 +32,8 @@ const bootStartTimeout = 2 * time.Minute
 type (
 	bootVMs interface {
 		List(ctx context.Context) ([]vm.Entry, error)
+		// Peek reads one VM again (by UID) from its spec and /proc.
+		Peek(ctx context.Context, ref string) (*vm.Entry, error)
 		Start(ctx context.Context, ref string) error
 		MarkStopped(ctx context.Context, ref string) (bool, error)
 	}
@@ -112,8 +115,11 @@ func (e *BootError) empty() bool { return len(e.Unwrap()) == 0 }
 //     (ShutdownRecord, unless a VM started after it: then it is stale),
 //     and the Saved VMs (resumed), by spec.startup.order and then name, each
 //     after its spec.startup.delay and, from the second start on, the
-//     policy's startDelay. A VM that runs already is left alone; one that
-//     fails is recorded and the rest go on. In the first run of a boot,
+//     policy's startDelay. Each VM is read again right before its start,
+//     and one that no longer qualifies (deleted, autostart turned off,
+//     started and stopped by hand meanwhile) is not started. A VM that
+//     runs already is left alone; one that fails is recorded and the
+//     rest go on. In the first run of a boot,
 //     a VM whose spec says running but whose QEMU the reboot took, and
 //     that is not started, is marked stopped (vm.Manager.MarkStopped).
 //  4. What it did is written to boot.json and logged.
@@ -256,10 +262,18 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 			wait += policy.Delay()
 		}
 		if err := opts.Sleep(ctx, wait); err != nil {
-			v.Outcome = BootNotStarted
+			v.Outcome, v.Note = BootNotStarted, "the boot was cancelled before its turn: "+err.Error()
 			if be.Canceled == nil {
 				be.Canceled = err
 			}
+			continue
+		}
+		// the plan was made when the boot began: what was done to the VM
+		// since (its autostart turned off, deleted, started and stopped
+		// by hand) wins
+		if outcome, note := recheck(ctx, vms, v, restore, rec.Time); outcome != "" {
+			v.Outcome, v.Note = outcome, note
+			h.Log.Info("host boot: vm not started", "vm", v.Name, "why", note)
 			continue
 		}
 		attempts++
@@ -355,25 +369,13 @@ func staleShutdown(sr *ShutdownRecord, entries []vm.Entry) string {
 		last.Name, last.StartedAt.Local().Format(time.DateTime))
 }
 
-// planBoot lists the VMs a boot starts: ours (MANAGED or MISSING), with
-// spec.autostart or in restore (UID to why), and every Saved VM whose
-// spec says running (its state waits on disk, whatever the shutdown
-// record says), by spec.startup.order, then name.
+// planBoot lists the VMs a boot starts (whyStart), by
+// spec.startup.order, then name.
 func planBoot(entries []vm.Entry, restore map[string]string) []BootVM {
 	var plan []BootVM
 	for _, e := range entries {
-		if !e.Actionable() {
-			continue
-		}
-		why := ""
-		switch {
-		case e.Autostart:
-			why = WhyAutostart
-		case restore[e.UID] != "":
-			why = restore[e.UID]
-		case e.Phase == vm.PhaseSaved && e.SpecRunning:
-			why = WhySaved
-		default:
+		why := whyStart(e, restore)
+		if why == "" {
 			continue
 		}
 		plan = append(plan, BootVM{Name: e.Name, UID: e.UID, Why: why, Order: e.StartupOrder, Delay: duration.Duration(e.StartupDelay)})
@@ -382,6 +384,51 @@ func planBoot(entries []vm.Entry, restore map[string]string) []BootVM {
 		return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)), cmp.Compare(a.UID, b.UID))
 	})
 	return plan
+}
+
+// whyStart says why the boot starts e ("" when it does not): ours (MANAGED
+// or MISSING), with spec.autostart or in restore (UID to why), or Saved
+// with its spec saying running (its state waits on disk, whatever the
+// shutdown record says).
+func whyStart(e vm.Entry, restore map[string]string) string {
+	switch {
+	case !e.Actionable():
+		return ""
+	case e.Autostart:
+		return WhyAutostart
+	case restore[e.UID] != "":
+		return restore[e.UID]
+	case e.Phase == vm.PhaseSaved && e.SpecRunning:
+		return WhySaved
+	}
+	return ""
+}
+
+// recheck reads v's VM again right before its start and says why it is
+// not started after all (outcome "" when it is): deleted, no longer
+// ours, running already, started and stopped by hand since the boot
+// began, or no longer to start (its autostart turned off). v.Why follows
+// the VM as it is now.
+func recheck(ctx context.Context, vms bootVMs, v *BootVM, restore map[string]string, since time.Time) (outcome, note string) {
+	e, err := vms.Peek(ctx, v.UID)
+	switch {
+	case errors.Is(err, vm.ErrNotFound):
+		return BootNotStarted, "deleted since the boot began"
+	case err != nil:
+		return BootNotStarted, "it cannot be read again before its start: " + err.Error()
+	case !e.Actionable():
+		return BootNotStarted, fmt.Sprintf("no longer a VM virtcon acts on (%s)", e.Class)
+	case e.Running():
+		return BootAlreadyRunning, "started by someone else since the boot began"
+	case e.StartedAt.After(since):
+		return BootNotStarted, "started and stopped again since the boot began: left stopped"
+	}
+	why := whyStart(*e, restore)
+	if why == "" {
+		return BootNotStarted, "no longer to start: its autostart was turned off (or it was stopped) since the boot began"
+	}
+	v.Why = why
+	return "", ""
 }
 
 // markStopped marks stopped the VMs whose spec says running but whose

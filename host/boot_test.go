@@ -39,6 +39,17 @@ func (f *fakeVMs) List(context.Context) ([]vm.Entry, error) {
 	return slices.Clone(f.entries), nil
 }
 
+func (f *fakeVMs) Peek(_ context.Context, ref string) (*vm.Entry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range f.entries {
+		if e.UID == ref {
+			return &e, nil
+		}
+	}
+	return nil, fmt.Errorf("vm %q: %w", ref, vm.ErrNotFound)
+}
+
 func (f *fakeVMs) Start(_ context.Context, ref string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -569,5 +580,50 @@ func TestBootResumesSavedWithoutRecord(t *testing.T) {
 	}
 	if len(rec.VMs) != 1 || rec.VMs[0].Why != WhySaved {
 		t.Errorf("record %+v; want sv, why saved", rec.VMs)
+	}
+}
+
+// The boot reads each VM again right before its start: what was done to
+// it during the delays (autostart turned off, deleted and made anew,
+// started and stopped by hand, started by hand) wins over the plan.
+func TestBootRechecksBeforeEachStart(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	vms := &fakeVMs{entries: []vm.Entry{stopped("a", true, 0, 0), stopped("b", true, 1, time.Second), stopped("c", true, 2, 0),
+		stopped("d", true, 3, 0), stopped("e", true, 4, 0), stopped("f", true, 5, 0)}}
+	operator := func(ctx context.Context, d time.Duration) error {
+		if d == 0 {
+			return ctx.Err()
+		}
+		vms.mu.Lock()
+		defer vms.mu.Unlock()
+		if len(vms.started) == 1 && len(vms.entries) == 6 {
+			vms.entries[1].Autostart = false                                                     // b: virt vm autostart b off
+			vms.entries[2] = stopped("c", true, 2, 0)                                            // c: deleted, and made anew
+			vms.entries[2].UID = "uid-c-new"                                                     //
+			vms.entries[3].StartedAt = time.Now().UTC()                                          // d: started and stopped by hand
+			vms.entries[4].Phase, vms.entries[4].PID = vm.PhaseRunning, 4242                     // e: started by hand
+			vms.entries[5].Class, vms.entries[5].Message = vm.ClassUnreadable, "spec unreadable" // f: its spec broke
+		}
+		return ctx.Err()
+	}
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: operator}, vms, &fakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(vms.started, []string{"uid-a"}) {
+		t.Errorf("started %v; want a alone", vms.started)
+	}
+	want := map[string]string{"a": BootStarted, "b": BootNotStarted, "c": BootNotStarted, "d": BootNotStarted, "e": BootAlreadyRunning, "f": BootNotStarted}
+	for _, v := range rec.VMs {
+		if v.Outcome != want[v.Name] {
+			t.Errorf("%s: outcome %s; want %s", v.Name, v.Outcome, want[v.Name])
+		}
+		if v.Outcome == BootNotStarted && v.Note == "" {
+			t.Errorf("%s: not started, with no note why", v.Name)
+		}
+	}
+	if len(rec.VMs) != len(want) {
+		t.Errorf("record %v; want the six planned", names(rec.VMs))
 	}
 }

@@ -76,7 +76,10 @@ const (
 	BootAlreadyRunning = "running"
 	// BootFailed: its start failed (Error says why); the boot went on.
 	BootFailed = "failed"
-	// BootNotStarted: its turn did not come (the boot was cancelled).
+	// BootNotStarted: it was not started (Note says why): the boot was
+	// cancelled before its turn, or the VM, read again right before its
+	// start, no longer qualified (deleted, autostart turned off, started
+	// and stopped by hand since the boot began).
 	BootNotStarted = "not-started"
 	// BootMarkedStopped: its spec said running, its QEMU did not survive
 	// the host's reboot, and the policy does not start it: the boot
@@ -175,6 +178,9 @@ type BootVM struct {
 	StartedAt *time.Time        `json:"startedAt,omitempty"`
 	Took      duration.Duration `json:"took"`
 	Error     string            `json:"error,omitempty"`
+	// Note says why it was not started (not-started), or what made a VM
+	// of the plan run already.
+	Note string `json:"note,omitempty"`
 }
 
 // BootSkipped is a VM the boot left alone without looking at its spec.
