@@ -184,14 +184,15 @@ func (s *Server) routes() http.Handler {
 	return s.headers(s.checkHost(cop.Handler(mux)))
 }
 
-// contentSecurityPolicy allows the page's own scripts and nothing inline
-// but styles: xterm.js 6's DOM renderer writes its colour classes, cell
-// sizes and scrollbar colours into <style> elements it makes, and colours
-// of single cells into style attributes, which 'self' alone blocks (the
-// terminal then draws without colours or proper rows). Scripts, the
-// WebSocket (connect-src falls back to 'self', which covers wss: to this
-// host), images and fonts stay 'self'; no page may frame it.
-const contentSecurityPolicy = "default-src 'self'; style-src 'self' 'unsafe-inline'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+// contentSecurityPolicy: everything from this server only, nothing
+// inline, no framing. xterm.js 6's DOM renderer writes <style> elements
+// and style attributes, which default-src 'self' refuses; the page's
+// xterm-csp.js (imported before xterm) routes both through the CSSOM,
+// which CSP does not govern, so no 'unsafe-inline' is needed for styles
+// either. The WebSocket is connect-src, which falls back to 'self' (wss:
+// to this host). base-uri and form-action do not fall back to
+// default-src: they are set here.
+const contentSecurityPolicy = "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 
 // headers sets the security headers on every answer, refusals included.
 func (s *Server) headers(next http.Handler) http.Handler {
