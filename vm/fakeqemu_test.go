@@ -26,9 +26,9 @@ type fakeQEMU struct {
 	exited chan struct{}
 }
 
-// startFakeQEMU starts the stand-in for vm: a sleep the fake /proc shows
-// with argv (qemuArgv(uid) when nil), named by the VM's pidfile.
-func startFakeQEMU(t *testing.T, m *Manager, host string, uid string, argv []string) *fakeQEMU {
+// spawnStandIn starts the stand-in process (a sleep), not yet shown in
+// the fake /proc under host.
+func spawnStandIn(t *testing.T, host string) *fakeQEMU {
 	t.Helper()
 	cmd := exec.Command("sleep", "600")
 	if err := cmd.Start(); err != nil {
@@ -37,12 +37,19 @@ func startFakeQEMU(t *testing.T, m *Manager, host string, uid string, argv []str
 	q := &fakeQEMU{pid: cmd.Process.Pid, exited: make(chan struct{})}
 	go func() { cmd.Wait(); close(q.exited) }()
 	t.Cleanup(func() { cmd.Process.Kill(); <-q.exited })
+	q.proc = filepath.Join(host, "proc", strconv.Itoa(q.pid))
+	return q
+}
+
+// startFakeQEMU starts the stand-in for vm: a sleep the fake /proc shows
+// with argv (qemuArgv(uid) when nil), named by the VM's pidfile.
+func startFakeQEMU(t *testing.T, m *Manager, host string, uid string, argv []string) *fakeQEMU {
+	t.Helper()
+	q := spawnStandIn(t, host)
 	if argv == nil {
 		argv = qemuArgv(uid)
 	}
-	proc := filepath.Join(host, "proc")
-	fakeProc(t, proc, q.pid, "S", argv...)
-	q.proc = filepath.Join(proc, strconv.Itoa(q.pid))
+	fakeProc(t, filepath.Dir(q.proc), q.pid, "S", argv...)
 	if err := os.MkdirAll(m.layout().VMRunDir(uid), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -163,3 +170,35 @@ func (f *fakeMonitor) got() []string {
 }
 
 func (f *fakeMonitor) gotString() string { return strings.Join(f.got(), ",") }
+
+// fakeQEMUBinary makes m start q instead of QEMU: a script that records
+// its argv in dir/argv, shows q in the fake /proc with that argv, names
+// it in the pidfile QEMU would write, and puts the monitor served at
+// dir/qmp.sock where QEMU's QMP socket would be.
+func fakeQEMUBinary(t *testing.T, m *Manager, dir string, q *fakeQEMU) {
+	t.Helper()
+	script := `#!/bin/sh
+printf '%s\n' "$@" > DIR/argv
+mkdir -p PROC
+printf '%s\0' /usr/bin/qemu-system-x86_64 "$@" > PROC/cmdline
+echo 'PID (qemu-system-x86) S 1 1 1 0 -1 4194560 0 0' > PROC/stat
+pidfile= qmp=
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-pidfile) pidfile=$2 ;;
+	-qmp) [ -z "$qmp" ] && qmp=$2 ;;
+	esac
+	shift
+done
+qmp=${qmp#unix:path=}
+qmp=${qmp%%,server=*}
+ln -sf DIR/qmp.sock "$qmp"
+echo PID > "$pidfile"
+`
+	r := strings.NewReplacer("DIR", dir, "PROC", q.proc, "PID", strconv.Itoa(q.pid))
+	bin := filepath.Join(dir, "qemu-system-x86_64")
+	if err := os.WriteFile(bin, []byte(r.Replace(script)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.opts.QEMU = bin
+}

@@ -154,37 +154,56 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine, opts Star
 	if err := m.placeInScope(ctx, vm, pid); err != nil {
 		return err
 	}
+	qctx := ctx
+	var resumeErr error
 	if saved != nil {
-		if err := m.resume(ctx, vm, saved, pid); err != nil {
+		committed, err := m.resume(ctx, vm, saved, pid)
+		if !committed {
 			return err
 		}
+		// The saved state is spent and this QEMU holds the only copy of
+		// the guest (which may run already): nothing may kill it now.
+		// What fails from here is reported, and the VM left running.
+		r.Success()
+		resumeErr, qctx = err, context.WithoutCancel(ctx)
 	}
-	qctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	qctx, cancel := context.WithTimeout(qctx, qmpTimeout)
 	defer cancel()
-	mon, err := m.dialQMP(qctx, uid)
-	if err != nil {
-		return fmt.Errorf("vm %q: start: QMP: %w", name, err)
+	phase, err := m.queryPhase(qctx, uid)
+	if err != nil && saved == nil {
+		return fmt.Errorf("vm %q: start: %w", name, err)
 	}
-	st, err := mon.Status(qctx)
-	mon.Close()
 	if err != nil {
-		return fmt.Errorf("vm %q: start: QMP query-status: %w", name, err)
-	}
-	now := time.Now().UTC()
-	vm.Status = Status{Phase: phaseFromQMP(st.Status), PID: pid, Accel: accel, AccelReason: reason, StartedAt: &now, ObservedGeneration: vm.Metadata.Generation}
-	if saved != nil {
-		// the guest runs on: its saved state is spent (a stream left
-		// behind would be stale; Stop removes it should this fail)
-		if err := m.removeSaved(uid); err != nil {
-			m.log.Warn("saved state not removed after the resume", "vm", name, "err", err)
+		phase, resumeErr = PhaseRunning, errors.Join(resumeErr, err)
+		if saved.rec.Paused {
+			phase = PhasePaused
 		}
 	}
+	now := time.Now().UTC()
+	vm.Status = Status{Phase: phase, PID: pid, Accel: accel, AccelReason: reason, StartedAt: &now, ObservedGeneration: vm.Metadata.Generation}
 	if err := m.store.save(vm); err != nil {
-		return err
+		return errors.Join(err, resumeErr)
+	}
+	if resumeErr != nil {
+		return fmt.Errorf("vm %q: start: the guest was resumed and is left as it is: %w", name, resumeErr)
 	}
 	r.Success()
 	m.log.Info("vm started", "vm", name, "pid", pid, "accel", accel, "resumed", saved != nil, "took", time.Since(start))
 	return nil
+}
+
+// queryPhase asks the VM's QEMU for its run state.
+func (m *Manager) queryPhase(ctx context.Context, uid string) (string, error) {
+	mon, err := m.dialQMP(ctx, uid)
+	if err != nil {
+		return "", fmt.Errorf("QMP: %w", err)
+	}
+	defer mon.Close()
+	st, err := mon.Status(ctx)
+	if err != nil {
+		return "", fmt.Errorf("QMP query-status: %w", err)
+	}
+	return phaseFromQMP(st.Status), nil
 }
 
 func lastLines(s string, n int) string {
@@ -330,35 +349,47 @@ func (m *Manager) dialQMP(ctx context.Context, uid string) (*qmp.Monitor, error)
 	}
 }
 
-// qmpOp runs one QMP operation on a running VM under its lock.
-func (m *Manager) qmpOp(ctx context.Context, ref, what string, f func(context.Context, *qmp.Monitor) error) error {
+// qmpOp runs one QMP operation on a running VM under its lock. When
+// runs, the guest runs (again) after f: a saved state of the VM is spent
+// from then on and goes first (see spendSaved).
+func (m *Manager) qmpOp(ctx context.Context, ref, what string, runs bool, f func(context.Context, *qmp.Monitor) error) error {
 	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
 		return err
 	}
 	defer l.Release()
-	if m.livePID(vm.Metadata.UID) == 0 {
-		return fmt.Errorf("vm %q: %s: %w", vm.Metadata.Name, what, ErrNotRunning)
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	if m.livePID(uid) == 0 {
+		return fmt.Errorf("vm %q: %s: %w", name, what, ErrNotRunning)
 	}
-	if err := m.qmpDo(ctx, vm.Metadata.UID, f); err != nil {
-		return fmt.Errorf("vm %q: %s: %w", vm.Metadata.Name, what, err)
+	if runs && m.anySaved(uid) {
+		// a save whose virt died between the record and QEMU's quit
+		// leaves the guest paused beside a valid state: once the guest
+		// runs on, a start must never load that state again
+		m.log.Warn("the running VM has a saved state; removing it before the guest runs on", "vm", name, "op", what)
+		if err := m.spendSaved(uid); err != nil {
+			return fmt.Errorf("vm %q: %s: remove the saved state first: %w", name, what, err)
+		}
+	}
+	if err := m.qmpDo(ctx, uid, f); err != nil {
+		return fmt.Errorf("vm %q: %s: %w", name, what, err)
 	}
 	return nil
 }
 
 // Reboot resets the VM (a hard reset, like the reset button).
 func (m *Manager) Reboot(ctx context.Context, ref string) error {
-	return m.qmpOp(ctx, ref, "reboot", func(ctx context.Context, mon *qmp.Monitor) error { return mon.SystemReset(ctx) })
+	return m.qmpOp(ctx, ref, "reboot", true, func(ctx context.Context, mon *qmp.Monitor) error { return mon.SystemReset(ctx) })
 }
 
 // Pause freezes the vCPUs.
 func (m *Manager) Pause(ctx context.Context, ref string) error {
-	return m.qmpOp(ctx, ref, "pause", func(ctx context.Context, mon *qmp.Monitor) error { return mon.Stop(ctx) })
+	return m.qmpOp(ctx, ref, "pause", false, func(ctx context.Context, mon *qmp.Monitor) error { return mon.Stop(ctx) })
 }
 
 // Resume continues paused vCPUs.
 func (m *Manager) Resume(ctx context.Context, ref string) error {
-	return m.qmpOp(ctx, ref, "resume", func(ctx context.Context, mon *qmp.Monitor) error { return mon.Cont(ctx) })
+	return m.qmpOp(ctx, ref, "resume", true, func(ctx context.Context, mon *qmp.Monitor) error { return mon.Cont(ctx) })
 }
 
 // ErrRunning is returned when deleting a running VM without force.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/virtcon/virtcon/qmp"
 )
@@ -51,6 +52,10 @@ func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedRe
 	if err != nil {
 		return nil, err
 	}
+	if at := vm.Status.StartedAt; at != nil && rec.SavedAt.Before(*at) {
+		return nil, fail(SavedStale, "saved at %s, but the VM started since, at %s: its disks have moved on from it",
+			rec.SavedAt.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
+	}
 	var diffs []string
 	diff := func(what string, saved, now any) {
 		if saved != now {
@@ -77,9 +82,16 @@ func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedRe
 }
 
 // resume loads the saved state into a QEMU started with -incoming defer,
-// after checking that it is the QEMU that saved it, and lets the guest run
-// on (unless it was saved paused).
-func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume, pid int) error {
+// after checking that it is the QEMU that saved it, removes the state, and
+// lets the guest run on (unless it was saved paused).
+//
+// The state goes before the guest may run: once it has run, its disks have
+// moved on, and a later start that loaded the state again would corrupt
+// its file systems. committed says the state's record is gone: from then on
+// this QEMU holds the only copy of the guest, and the caller must not kill
+// it, whatever fails after (it reports the error and leaves the VM be).
+// Before that, a failure leaves the state whole: the guest never ran.
+func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume, pid int) (committed bool, err error) {
 	uid, name := vm.Metadata.UID, vm.Metadata.Name
 	fail := func(reason, format string, a ...any) error {
 		return &SavedStateError{Name: name, Path: s.path, Reason: reason, Detail: fmt.Sprintf(format, a...)}
@@ -93,37 +105,49 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 	}
 	var mon *qmp.Monitor
 	if err := cmd(func(c context.Context) (err error) { mon, err = m.dialQMP(c, uid); return err }); err != nil {
-		return fmt.Errorf("vm %q: start: QMP: %w", name, err)
+		return false, fmt.Errorf("vm %q: start: QMP: %w", name, err)
 	}
 	defer mon.Close()
 	if v := mon.Greeting().Version; v.String() != s.rec.QEMUVersion || v.Package != s.rec.QEMUPackage {
-		return fail(SavedOtherQEMU, "saved by QEMU %s (%s), this is QEMU %s (%s)", s.rec.QEMUVersion, s.rec.QEMUPackage, v.String(), v.Package)
+		return false, fail(SavedOtherQEMU, "saved by QEMU %s (%s), this is QEMU %s (%s)", s.rec.QEMUVersion, s.rec.QEMUPackage, v.String(), v.Package)
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
-		return fail(SavedCorrupt, "%v", err)
+		return false, fail(SavedCorrupt, "%v", err)
 	}
 	defer f.Close()
 	if err := cmd(func(c context.Context) error { return mon.SendFD(c, resumeFDName, f) }); err != nil {
-		return fmt.Errorf("vm %q: start: pass the saved state to QEMU: %w", name, err)
+		return false, fmt.Errorf("vm %q: start: pass the saved state to QEMU: %w", name, err)
 	}
 	if err := cmd(func(c context.Context) error { return mon.MigrateIncoming(c, "fd:"+resumeFDName) }); err != nil {
-		return fmt.Errorf("vm %q: start: migrate-incoming: %w", name, err)
+		return false, fmt.Errorf("vm %q: start: migrate-incoming: %w", name, err)
 	}
 	info, err := waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
 	switch {
 	case err != nil && m.proc.gone(pid, uid):
 		// QEMU ends when it cannot load a stream
-		return fail(SavedCorrupt, "QEMU could not load it and exited")
+		return false, fail(SavedCorrupt, "QEMU could not load it and exited")
 	case err != nil:
-		return fmt.Errorf("vm %q: start: load the saved state: %w", name, err)
+		return false, fmt.Errorf("vm %q: start: load the saved state: %w", name, err)
 	case info.Status != qmp.MigrationCompleted:
-		return fail(SavedCorrupt, "QEMU could not load it: %s %s", info.Status, info.ErrorDesc)
+		return false, fail(SavedCorrupt, "QEMU could not load it: %s %s", info.Status, info.ErrorDesc)
+	}
+	// Loaded, and the guest has not run: the state is spent from here.
+	if err := m.spendSaved(uid); err != nil {
+		// still whole and valid: quit the QEMU that never ran guest code
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
+		_ = mon.Quit(qctx)
+		cancel()
+		return false, fmt.Errorf("vm %q: start: remove the saved state before the guest runs on: %w (the state is kept; nothing ran)", name, err)
 	}
 	if !s.rec.Paused {
-		if err := cmd(mon.Cont); err != nil {
-			return fmt.Errorf("vm %q: start: continue the resumed guest: %w", name, err)
+		// the caller's ctx may end now (Ctrl-C): the guest runs on, and
+		// cont must still reach it
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
+		defer cancel()
+		if err := mon.Cont(c); err != nil {
+			return true, fmt.Errorf("continue the resumed guest: %w", err)
 		}
 	}
-	return nil
+	return true, nil
 }

@@ -79,6 +79,10 @@ const (
 	// SavedSpecChanged: the spec's machine, firmware, memory or CPUs
 	// differ from those of the saved guest.
 	SavedSpecChanged = "spec-changed"
+	// SavedStale: the VM has started since the state was saved, so its
+	// disks have moved on from it (a state that should have been removed
+	// when the guest ran on).
+	SavedStale = "stale"
 )
 
 // SavedStateError is a VM whose saved state was not resumed, and why.
@@ -185,13 +189,35 @@ func (m *Manager) markSaved(vm *VirtualMachine, e *Entry) {
 // refused as corrupt. A failure to remove the record (made durable by the
 // directory's fsync) leaves the state whole and stops there.
 func (m *Manager) removeSaved(uid string) error {
-	dir := m.layout().VMStateDir(uid)
+	if err := m.dropSavedRecord(uid); err != nil {
+		return err
+	}
+	return m.removeSavedStream(uid)
+}
+
+// spendSaved removes the saved state of a VM whose guest is about to run
+// on: the record must go (else the error, and the guest must not run),
+// the stream should (a leftover otherwise, removed at the next start).
+func (m *Manager) spendSaved(uid string) error {
+	if err := m.dropSavedRecord(uid); err != nil {
+		return err
+	}
+	if err := m.removeSavedStream(uid); err != nil {
+		m.log.Warn("saved state's stream not removed; the next start removes the leftover", "vm", uid, "err", err)
+	}
+	return nil
+}
+
+// dropSavedRecord removes the record, durably: without it no start
+// resumes the stream.
+func (m *Manager) dropSavedRecord(uid string) error {
 	if err := os.Remove(m.savedRecordPath(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
-	if err := syncDir(dir); err != nil {
-		return err
-	}
+	return syncDir(m.layout().VMStateDir(uid))
+}
+
+func (m *Manager) removeSavedStream(uid string) error {
 	var errs []error
 	for _, p := range []string{m.savedStatePath(uid), m.savedStatePath(uid) + ".tmp"} {
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {

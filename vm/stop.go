@@ -89,7 +89,7 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 	pid := m.livePID(uid)
 	if pid > 0 && m.anySaved(uid) {
 		m.log.Warn("a saved state of a running VM is stale; removing it", "vm", name)
-		if err := m.removeSaved(uid); err != nil {
+		if err := m.spendSaved(uid); err != nil {
 			return res, fmt.Errorf("vm %q: stop: remove the stale saved state: %w", name, err)
 		}
 	}
