@@ -105,7 +105,7 @@ progress and warnings to stderr. Exit codes: 0 ok, 1 error, 2 usage, 3 check fai
 
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newVersionCmd(env), newHostCmd(env), newDiagnosticsCmd(env), newCompletionCmd(), newGenDocsCmd(),
-		newApplyCmd(env), newVMCmd(env), newImageCmd(env), newNetCmd(env), newDCUICmd(env))
+		newApplyCmd(env), newVMCmd(env), newImageCmd(env), newNetCmd(env), newDCUICmd(env), newWebtermCmd(env))
 	// Unknown subcommands and wrong argument counts are usage errors.
 	for _, c := range allCommands(root) {
 		wrapArgs(c)
