@@ -86,6 +86,15 @@ func Dial(ctx context.Context, socketPath string, opts Options) (*Monitor, error
 // Greeting returns what QEMU announced on connect.
 func (m *Monitor) Greeting() Greeting { return m.greeting }
 
+// Closed reports whether the Monitor is closed: by Close, by QEMU hanging
+// up, or after a command that missed its deadline. A closed Monitor fails
+// every command; a caller that must still reach QEMU dials anew.
+func (m *Monitor) Closed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
 // DroppedEvents counts events discarded because a subscriber's buffer (see
 // Events) was full.
 func (m *Monitor) DroppedEvents() uint64 { return m.dropped.Load() }

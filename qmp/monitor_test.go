@@ -186,6 +186,9 @@ func TestExecuteWithExpiredContextKeepsMonitor(t *testing.T) {
 	if _, err := m.Status(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("Status with a cancelled ctx: got %v; want context.Canceled", err)
 	}
+	if m.Closed() {
+		t.Error("Closed() after a command with an expired ctx: got true; want false (nothing was sent)")
+	}
 	if _, err := m.Status(context.Background()); err != nil {
 		t.Errorf("Status afterwards: got %v; want the monitor still usable", err)
 	}
@@ -254,6 +257,9 @@ func TestExecuteNoReplyTimesOutAndCloses(t *testing.T) {
 	assertIs(t, err, ErrTimeout, context.DeadlineExceeded)
 
 	// The stream may be out of sync: the monitor must refuse further use.
+	if !m.Closed() {
+		t.Error("Closed() after a command that missed its deadline: got false; want true")
+	}
 	err = m.Execute(context.Background(), "query-version", nil, nil)
 	assertIs(t, err, ErrClosed)
 	if errors.Is(err, context.DeadlineExceeded) {

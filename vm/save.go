@@ -308,7 +308,7 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 	if err != nil {
 		return nil, fmt.Errorf("QMP: %w", err)
 	}
-	defer mon.Close()
+	defer func() { mon.Close() }() // the cleanup may have dialled anew
 	cmd := func(f func(context.Context) error) error {
 		c, cancel := context.WithTimeout(ctx, qmpTimeout)
 		defer cancel()
@@ -319,22 +319,22 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 		return nil, fmt.Errorf("QMP query-status: %w", err)
 	}
 	paused := st.Status == "paused"
-	if err := cmd(mon.Stop); err != nil {
-		return nil, fmt.Errorf("pause: %w", err)
-	}
 	tmp := m.savedStatePath(uid) + ".tmp"
-	// from here a failure resumes the guest and leaves no stream
+	migrating := false
+	// From here a failure leaves the guest as it was and no stream. The
+	// caller's ctx may be what ended the save (its deadline passed in the
+	// middle of the migration), so the cleanup has a deadline of its own,
+	// and a monitor of its own if a missed deadline closed this one.
 	defer func() {
 		if err == nil {
 			return
 		}
 		os.Remove(tmp)
-		if !paused {
-			if cerr := cmd(mon.Cont); cerr != nil {
-				m.log.Warn("guest not resumed after a failed save", "vm", vm.Metadata.Name, "err", cerr)
-			}
-		}
+		m.undoSave(ctx, vm, &mon, pid, migrating, !paused)
 	}()
+	if err := cmd(mon.Stop); err != nil {
+		return nil, fmt.Errorf("pause: %w", err)
+	}
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return nil, err
@@ -347,18 +347,12 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 	if err := cmd(func(c context.Context) error { return mon.SetMigrationBandwidth(c, math.MaxInt64/2) }); err != nil {
 		return nil, fmt.Errorf("migration bandwidth: %w", err)
 	}
+	migrating = true // from the moment migrate may have reached QEMU
 	if err := cmd(func(c context.Context) error { return mon.Migrate(c, "fd:"+saveFDName) }); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
 	info, err := waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
 	if err != nil {
-		if ctx.Err() != nil {
-			_ = cmd(mon.MigrateCancel)
-			// a cancelled migration ends before the guest may run on
-			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-			_, _ = waitMigration(c, mon, func() bool { return m.proc.gone(pid, uid) })
-			cancel()
-		}
 		return nil, err
 	}
 	if info.Status != qmp.MigrationCompleted {
@@ -393,19 +387,67 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 		os.Remove(m.savedStatePath(uid))
 		return nil, err
 	}
-	// Saved. QEMU (paused, its state written) goes; should it not, the
-	// stream is stale the moment the guest could run again, so it goes
-	// with it and the VM is killed rather than left half saved.
-	if err := cmd(mon.Quit); err != nil {
+	// Saved. QEMU (paused, its state written) goes, even if the caller's
+	// deadline has passed meanwhile; should it not, the stream is stale
+	// the moment the guest could run again, so it goes with it and the VM
+	// is killed rather than left half saved.
+	qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveCleanupTimeout)
+	defer cancel()
+	if mon.Closed() {
+		m.log.Warn("QMP closed after the save; killing QEMU", "vm", vm.Metadata.Name)
+	} else if err := mon.Quit(qctx); err != nil {
 		m.log.Warn("QMP quit after the save failed; killing", "vm", vm.Metadata.Name, "err", err)
 	}
-	if !m.waitGone(ctx, pid, uid, 10*time.Second) {
+	if !m.waitGone(qctx, pid, uid, 10*time.Second) {
 		if err := m.killVerified(pid, uid); err != nil {
 			m.removeSaved(uid)
 			return nil, fmt.Errorf("QEMU did not end after the save: %w", err)
 		}
 	}
 	return rec, nil
+}
+
+// saveCleanupTimeout bounds the undoing of a failed save, and the quit
+// after a successful one: on their own deadline, not the caller's.
+const saveCleanupTimeout = 10 * time.Second
+
+// undoSave lets the guest of a failed save run on as it was: the migration
+// (if one was started) cancelled and waited for, and the guest continued
+// if it ran before the save (cont). It runs on its own deadline and
+// dials a fresh monitor if *mon is closed.
+func (m *Manager) undoSave(ctx context.Context, vm *VirtualMachine, mon **qmp.Monitor, pid int, migrating, cont bool) {
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), saveCleanupTimeout)
+	defer cancel()
+	open := func() bool {
+		if !(*mon).Closed() {
+			return true
+		}
+		(*mon).Close()
+		fresh, err := m.dialQMP(c, uid)
+		if err != nil {
+			m.log.Warn("guest not resumed after a failed save: QMP", "vm", name, "err", err)
+			return false
+		}
+		*mon = fresh
+		return true
+	}
+	if migrating && open() {
+		if err := (*mon).MigrateCancel(c); err != nil {
+			m.log.Warn("migration not cancelled after a failed save", "vm", name, "err", err)
+		}
+		// a cancelled migration ends before the guest may run on
+		if _, err := waitMigration(c, *mon, func() bool { return m.proc.gone(pid, uid) }); err != nil {
+			m.log.Warn("cancelled migration did not end", "vm", name, "err", err)
+		}
+	}
+	if cont && open() {
+		if err := (*mon).Cont(c); err != nil {
+			m.log.Warn("guest not resumed after a failed save", "vm", name, "err", err)
+			return
+		}
+		m.log.Info("guest resumed after a failed save", "vm", name)
+	}
 }
 
 func (m *Manager) argv(pid int) []string {

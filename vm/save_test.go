@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -294,6 +296,78 @@ func TestSavedLeftoverNotSaved(t *testing.T) {
 			}
 			if rec, err := m.SavedRecord(context.Background(), "web"); rec != nil || err != nil {
 				t.Errorf("SavedRecord: got %+v, %v; want nil, nil", rec, err)
+			}
+		})
+	}
+}
+
+// A save whose deadline passes in the middle of the migration leaves the
+// guest running as it was: the migration is cancelled and the guest
+// continued on a deadline of the cleanup's own (the caller's has passed),
+// over a freshly dialled monitor when the missed deadline closed the old
+// one; no stream is left (review of issue 11, item 3).
+func TestSaveDeadlineResumesGuest(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// how long a query-migrate takes to answer while active
+		slow time.Duration
+	}{
+		{name: "deadline between two polls"},
+		{name: "deadline while a poll is in flight (the monitor closes)", slow: 400 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m, _, host := newTestManager(t)
+			vm := mustCreate(t, m, kernelVM("web", testKernel(t)))
+			uid := vm.Metadata.UID
+			q := startFakeQEMU(t, m, host, uid, nil)
+			var mu sync.Mutex
+			state := "running"
+			migration := "none"
+			mon := serveMonitor(t, m.runPath(uid, qmpSockName), &fakeMonitor{handle: func(cmd string, _ json.RawMessage) any {
+				mu.Lock()
+				defer mu.Unlock()
+				switch cmd {
+				case "query-status":
+					return map[string]any{"status": state, "running": state == "running"}
+				case "stop":
+					state = "paused"
+				case "cont":
+					state = "running"
+				case "migrate":
+					migration = "active"
+				case "migrate_cancel":
+					migration = "cancelled"
+				case "query-migrate":
+					if migration == "active" && tt.slow > 0 {
+						mu.Unlock()
+						time.Sleep(tt.slow)
+						mu.Lock()
+					}
+					return map[string]any{"status": migration}
+				}
+				return nil
+			}})
+			ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+			defer cancel()
+			res, err := m.Save(ctx, "web")
+			if err == nil {
+				t.Fatalf("Save: got %+v; want the deadline's error", res)
+			}
+			mu.Lock()
+			gotState, gotMigration := state, migration
+			mu.Unlock()
+			if gotState != "running" || gotMigration != "cancelled" {
+				got := mon.got()
+				t.Errorf("after the failed save: guest %s, migration %s; want running, cancelled (%d QMP commands, the last: %v)", gotState, gotMigration, len(got), got[max(0, len(got)-4):])
+			}
+			if !q.alive() {
+				t.Error("the QEMU of a failed save was killed")
+			}
+			if ents := dirEntries(t, m.layout().VMStateDir(uid)); slices.ContainsFunc(ents, func(e string) bool { return strings.HasPrefix(e, "saved.") }) {
+				t.Errorf("a failed save left %v", ents)
 			}
 		})
 	}
