@@ -30,6 +30,8 @@ type webtermOptions struct {
 	maxSessions int
 	maxPerUser  int
 	idleTimeout time.Duration
+	pamService  string
+	adminGroup  string
 }
 
 // webtermEUID is os.Geteuid; a test seam.
@@ -77,7 +79,9 @@ runs it; it is not enabled by the package.`,
 	fl.StringVar(&o.dcui, "dcui", "", "the dcui `PROGRAM` each session runs (default: next to virt, else on PATH)")
 	fl.IntVar(&o.maxSessions, "max-sessions", webterm.DefaultMaxSessions, "sessions at most in all")
 	fl.IntVar(&o.maxPerUser, "max-per-user", webterm.DefaultMaxPerUser, "sessions at most per user")
-	fl.Var(duration.NewValue(&o.idleTimeout, auth.DefaultIdleTimeout), "idle-timeout", "end a session after this long without a key press (300, 300s, 5m; more than a minute)")
+	fl.Var(duration.NewValue(&o.idleTimeout, auth.DefaultIdleTimeout), "idle-timeout", "end a session after this long without a key press (300, 300s, 5m); the browser is warned a minute before (a quarter of it when that is shorter)")
+	fl.StringVar(&o.pamService, "pam-service", auth.DefaultService, "PAM service used to log in (/etc/pam.d/NAME), as the DCUI's")
+	fl.StringVar(&o.adminGroup, "admin-group", auth.DefaultGroup, "group whose members (and root) may log in, as on the DCUI")
 	cmd.AddCommand(newWebtermStatusCmd(env))
 	return cmd
 }
@@ -88,8 +92,12 @@ func (o *webtermOptions) validate() error {
 		return &UsageError{fmt.Errorf("--max-sessions %d: want 1 or more", o.maxSessions)}
 	case o.maxPerUser < 1:
 		return &UsageError{fmt.Errorf("--max-per-user %d: want 1 or more", o.maxPerUser)}
-	case o.idleTimeout <= webterm.DefaultIdleWarning:
-		return &UsageError{fmt.Errorf("--idle-timeout %s: want more than %s (the browser is warned that long before)", o.idleTimeout, webterm.DefaultIdleWarning)}
+	case o.idleTimeout < 2*time.Second:
+		return &UsageError{fmt.Errorf("--idle-timeout %s: want 2s or more", o.idleTimeout)}
+	case o.pamService == "" || strings.ContainsAny(o.pamService, "/\x00") || o.pamService == "." || o.pamService == "..":
+		return &UsageError{fmt.Errorf("--pam-service %q: want a file name under /etc/pam.d", o.pamService)}
+	case o.adminGroup == "":
+		return &UsageError{fmt.Errorf("--admin-group %q: want a group name", o.adminGroup)}
 	}
 	if _, _, err := net.SplitHostPort(o.listen); err != nil {
 		return &UsageError{fmt.Errorf("--listen %q: want HOST:PORT or :PORT: %w", o.listen, err)}
@@ -163,10 +171,10 @@ func runWebterm(ctx context.Context, env *Env, log *slog.Logger, o *webtermOptio
 		Certificate:   cert.TLS,
 		Static:        webterm.Static,
 		AllowHosts:    append(slices.Clone(cert.SANs), o.allowHosts...),
-		Authenticator: env.Host().Auth(auth.Options{PAMProcess: dcui}),
+		Authenticator: env.Host().Auth(auth.Options{PAMProcess: dcui, Service: o.pamService, Group: o.adminGroup}),
 		DCUI:          dcui,
 		MaxSessions:   o.maxSessions, MaxPerUser: o.maxPerUser,
-		IdleTimeout: o.idleTimeout,
+		IdleTimeout: o.idleTimeout, IdleWarning: min(webterm.DefaultIdleWarning, o.idleTimeout/4),
 	})
 	if err != nil {
 		return err
