@@ -15,11 +15,12 @@ func newVMStartCmd(env *Env) *cobra.Command {
 		Short: "Start a VM; its QEMU runs detached and survives virt (a Saved VM resumes where it was)",
 		Long: `Start a VM; its QEMU runs detached and survives virt. A VM whose state was
 saved (phase Saved: virt vm save, or virt host shutdown-guests with
-onShutdown: save) resumes from it where it was, and the saved state is
-removed once it runs. A saved state that is damaged, or from another QEMU
-version, or whose VM's machine, memory or CPUs changed since, is refused and
-the VM does not start: --discard-saved throws the state away and boots the
-guest fresh.`,
+onShutdown: save) resumes from it where it was; the saved state is removed
+once it is loaded, before the guest runs on. A saved state that is damaged,
+or from another QEMU version, or whose VM's machine, memory, CPUs, firmware,
+disks or NICs changed since, or older than the VM's last start, is refused
+and the VM does not start: --discard-saved throws the state away and boots
+the guest fresh.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -31,9 +31,10 @@ virt host boot) resumes the guest where it was. The guest is paused for the
 save, so the state matches its disks. A save that fails or runs past
 --timeout leaves the guest running as it was, with nothing saved.
 
-The state loads only into the same QEMU version, with the same machine,
-memory and CPUs; virt vm start refuses a state that does not (and a damaged
-one) rather than boot the guest fresh: --discard-saved does that.`,
+The state loads only into the same QEMU version, with the machine, memory,
+CPUs and devices the running QEMU was started with (a change applied to the
+running VM is not in it); virt vm start refuses a state that does not (and a
+damaged one) rather than boot the guest fresh: --discard-saved does that.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -104,3 +104,54 @@ func TestIntegrationSaveDeadline(t *testing.T) {
 		}
 	}
 }
+
+// `virt apply` of new memory on a running VM changes the spec, not the
+// running QEMU: a save records what QEMU runs, and the start refuses the
+// state as spec-changed, naming the memory, with the --discard-saved way
+// out (the review found a bare "query-migrate: connection reset" at every
+// boot); once the spec is put back, the state resumes.
+func TestIntegrationSaveAfterApply(t *testing.T) {
+	g := requireGuest(t)
+	root := vmRoot(t)
+	uid := createGuest(t, root, "sa1", g.initrd, true)
+	waitLog(t, root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
+	manifest := v(t, root, "vm", "show", "sa1", "-o", "yaml")
+	if !strings.Contains(manifest, "memoryMiB: 256\n") {
+		t.Fatalf("vm show: no memoryMiB: 256 in\n%s", manifest)
+	}
+	apply := func(yaml string) {
+		t.Helper()
+		f := filepath.Join(t.TempDir(), "vm.yaml")
+		if err := os.WriteFile(f, []byte(yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		v(t, root, "apply", "-f", f)
+	}
+	apply(strings.Replace(manifest, "memoryMiB: 256\n", "memoryMiB: 384\n", 1))
+	v(t, root, "vm", "save", "sa1")
+	state := filepath.Join(root, "var/lib/virtcon/vms", uid, "saved.state")
+
+	r := virt(t, nil, "--root", root, "vm", "start", "sa1")
+	t.Logf("start after the apply: exit %d: %s", r.code, r.stderr)
+	if r.code != 1 || !strings.Contains(r.stderr, "spec-changed") || !strings.Contains(r.stderr, "spec.memoryMiB 384, saved with 256") || !strings.Contains(r.stderr, "--discard-saved") {
+		t.Errorf("start after the apply: exit %d, %q; want 1, spec-changed naming the memory, with the --discard-saved hint", r.code, r.stderr)
+	}
+	if pids := qemuPIDsUnder(root); len(pids) != 0 || !fileExists(state) {
+		t.Fatalf("after the refusal: QEMU %v, state there %v; want none started, the state kept", pids, fileExists(state))
+	}
+
+	// the spec as the guest was saved: it resumes
+	manifest = v(t, root, "vm", "show", "sa1", "-o", "yaml")
+	apply(strings.Replace(manifest, "memoryMiB: 384\n", "memoryMiB: 256\n", 1))
+	before := len(serialLog(root, uid))
+	v(t, root, "vm", "start", "sa1")
+	if e := entry(t, root, "sa1"); e.Phase != vm.PhaseRunning {
+		t.Errorf("after the resume: %s; want Running", e.Phase)
+	}
+	if strings.Contains(serialLog(root, uid)[before:], "VIRTCON-GUEST-READY") {
+		t.Error("the guest booted afresh instead of resuming")
+	}
+	if fileExists(state) {
+		t.Error("the saved state is still there after the resume")
+	}
+}

@@ -180,7 +180,13 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine, opts Star
 		}
 	}
 	now := time.Now().UTC()
-	vm.Status = Status{Phase: phase, PID: pid, Accel: accel, AccelReason: reason, StartedAt: &now, ObservedGeneration: vm.Metadata.Generation}
+	gen := vm.Metadata.Generation
+	if saved != nil && saved.rec.Generation > 0 {
+		// the resumed guest runs what it was saved with: a change of the
+		// spec since (one the resume allows) is not realised until it boots
+		gen = saved.rec.Generation
+	}
+	vm.Status = Status{Phase: phase, PID: pid, Accel: accel, AccelReason: reason, StartedAt: &now, ObservedGeneration: gen}
 	if err := m.store.save(vm); err != nil {
 		return errors.Join(err, resumeErr)
 	}

@@ -56,16 +56,16 @@ func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedRe
 		return nil, fail(SavedStale, "saved at %s, but the VM started since, at %s: its disks have moved on from it",
 			rec.SavedAt.UTC().Format(time.RFC3339), at.UTC().Format(time.RFC3339))
 	}
-	var diffs []string
-	diff := func(what string, saved, now any) {
-		if saved != now {
-			diffs = append(diffs, fmt.Sprintf("%s %v, saved with %v", what, now, saved))
-		}
+	// the launch about to be done, against the one that saved the state
+	launch, err := m.launchFor(vm, rec.Accel)
+	if err != nil {
+		return nil, fmt.Errorf("vm %q: start: %w", name, err)
 	}
-	diff("spec.machine", rec.Machine, vm.Spec.Machine)
-	diff("spec.firmware", rec.Firmware, vm.Spec.Firmware)
-	diff("spec.memoryMiB", rec.MemoryMiB, vm.Spec.MemoryMiB)
-	diff("spec.cpus", rec.CPUs, vm.Spec.CPUs)
+	now := shapeOf(launch.Args())
+	diffs := shapeDiffs(rec.SavedShape, now, rec.Format >= 2)
+	if rec.Machine != now.Machine {
+		diffs = append([]string{fmt.Sprintf("spec.machine %s, saved with %s", now.Machine, rec.Machine)}, diffs...)
+	}
 	if len(diffs) > 0 {
 		return nil, fail(SavedSpecChanged, "%s", strings.Join(diffs, "; "))
 	}
@@ -80,6 +80,10 @@ func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedRe
 	}
 	return &savedResume{path: path, rec: rec}, nil
 }
+
+// exitWait is how long a QEMU whose monitor hung up during a resume gets
+// to be gone from /proc before it counts as alive (and not answering).
+const exitWait = 5 * time.Second
 
 // resume loads the saved state into a QEMU started with -incoming defer,
 // after checking that it is the QEMU that saved it, removes the state, and
@@ -119,14 +123,22 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 	if err := cmd(func(c context.Context) error { return mon.SendFD(c, resumeFDName, f) }); err != nil {
 		return false, fmt.Errorf("vm %q: start: pass the saved state to QEMU: %w", name, err)
 	}
+	// QEMU ends when it cannot load a stream: its monitor hangs up before
+	// the process is gone from /proc, so a failed exchange waits a moment
+	// for it to be reaped before it tells "exited" from "did not answer"
+	exited := func() bool {
+		return ctx.Err() == nil && m.waitGone(ctx, pid, uid, exitWait)
+	}
 	if err := cmd(func(c context.Context) error { return mon.MigrateIncoming(c, "fd:"+resumeFDName) }); err != nil {
+		if exited() {
+			return false, fail(SavedCorrupt, "QEMU exited while loading it: %v", err)
+		}
 		return false, fmt.Errorf("vm %q: start: migrate-incoming: %w", name, err)
 	}
 	info, err := waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
 	switch {
-	case err != nil && m.proc.gone(pid, uid):
-		// QEMU ends when it cannot load a stream
-		return false, fail(SavedCorrupt, "QEMU could not load it and exited")
+	case err != nil && exited():
+		return false, fail(SavedCorrupt, "QEMU exited while loading it (%v)", err)
 	case err != nil:
 		return false, fmt.Errorf("vm %q: start: load the saved state: %w", name, err)
 	case info.Status != qmp.MigrationCompleted:

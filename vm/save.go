@@ -31,8 +31,10 @@ const ReasonSaved = "saved"
 const (
 	savedStateName  = "saved.state"
 	savedRecordName = "saved.json"
-	// savedFormat is the record's version.
-	savedFormat = 1
+	// savedFormat is the record's version: 2 records the machine from the
+	// saving QEMU's argv, with its disks and NICs; 1 (still resumed) the
+	// spec's machine, firmware, memory and CPUs.
+	savedFormat = 2
 	// fd names under which QEMU holds the stream's descriptor
 	saveFDName   = "virtcon-save"
 	resumeFDName = "virtcon-resume"
@@ -48,17 +50,20 @@ const (
 
 // SavedState is the record of a saved state (saved.json): the QEMU and
 // the machine the stream belongs to. A stream loads only into the same
-// QEMU version with the same machine, memory and CPUs.
+// QEMU version with the same machine, memory, CPUs and devices.
 type SavedState struct {
 	Format      int       `json:"format"`
 	SavedAt     time.Time `json:"savedAt"`
 	QEMUVersion string    `json:"qemuVersion"` // e.g. 7.2.22
 	QEMUPackage string    `json:"qemuPackage"` // e.g. Debian 1:7.2+dfsg-7+deb12u18+b3
-	Machine     string    `json:"machine"`
-	Firmware    string    `json:"firmware"`
-	Accel       string    `json:"accel"`
-	CPUs        int       `json:"cpus"`
-	MemoryMiB   int       `json:"memoryMiB"`
+	// SavedShape is the machine as the QEMU that saved it was started (its
+	// argv; format 1 records hold the spec's machine, firmware, memory and
+	// CPUs, and no devices).
+	SavedShape
+	Accel string `json:"accel"`
+	// Generation is the spec generation the saved guest realises (the
+	// VM's status.observedGeneration when it was saved).
+	Generation int64 `json:"generation,omitempty"`
 	// Paused: the guest was paused when it was saved, and is resumed paused.
 	Paused bool   `json:"paused"`
 	Size   int64  `json:"size"`
@@ -162,8 +167,8 @@ func (m *Manager) readSavedRecord(vm *VirtualMachine) (*SavedState, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fail("record %s: %v", savedRecordName, err)
 	}
-	if s.Format != savedFormat {
-		return nil, fail("record %s: format %d, want %d", savedRecordName, s.Format, savedFormat)
+	if s.Format < 1 || s.Format > savedFormat {
+		return nil, fail("record %s: format %d, want 1 to %d", savedRecordName, s.Format, savedFormat)
 	}
 	return &s, nil
 }
@@ -302,6 +307,12 @@ func (m *Manager) Save(ctx context.Context, ref string) (*SaveResult, error) {
 // as it was (resumed unless it was paused), and no stream is left.
 func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_ *SavedState, err error) {
 	uid := vm.Metadata.UID
+	// The record holds what this QEMU runs, not what the spec says: a
+	// change applied to the running VM (virt apply) is not in the stream.
+	argv := m.argv(pid)
+	if len(argv) == 0 {
+		return nil, fmt.Errorf("the command line of QEMU (pid %d) cannot be read", pid)
+	}
 	dctx, cancel := context.WithTimeout(ctx, qmpTimeout)
 	mon, err := m.dialQMP(dctx, uid)
 	cancel()
@@ -369,12 +380,9 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 	rec := &SavedState{
 		Format: savedFormat, SavedAt: time.Now().UTC(),
 		QEMUVersion: v.String(), QEMUPackage: v.Package,
-		Machine: vm.Spec.Machine, Firmware: vm.Spec.Firmware, Accel: vm.Status.Accel,
-		CPUs: vm.Spec.CPUs, MemoryMiB: vm.Spec.MemoryMiB, Paused: paused,
+		SavedShape: shapeOf(argv), Accel: argAccel(argv),
+		Generation: vm.Status.ObservedGeneration, Paused: paused,
 		Size: size, SHA256: sum,
-	}
-	if rec.Accel == "" {
-		rec.Accel = argAccel(m.argv(pid))
 	}
 	b, err := json.MarshalIndent(rec, "", "  ")
 	if err != nil {

@@ -26,9 +26,14 @@ func writeSaved(t *testing.T, m *Manager, vm *VirtualMachine, edit func(*SavedSt
 	if err != nil {
 		t.Fatal(err)
 	}
+	// saved by the QEMU the spec makes (as if started from it)
+	launch, err := m.launchFor(vm, "tcg")
+	if err != nil {
+		t.Fatal(err)
+	}
 	rec := SavedState{Format: savedFormat, SavedAt: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC),
-		QEMUVersion: "7.2.22", QEMUPackage: "test", Machine: vm.Spec.Machine, Firmware: vm.Spec.Firmware,
-		Accel: "tcg", CPUs: vm.Spec.CPUs, MemoryMiB: vm.Spec.MemoryMiB, Size: size, SHA256: sum}
+		QEMUVersion: "7.2.22", QEMUPackage: "test", SavedShape: shapeOf(launch.Args()),
+		Accel: "tcg", Generation: vm.Metadata.Generation, Size: size, SHA256: sum}
 	if edit != nil {
 		edit(&rec)
 	}
@@ -124,7 +129,7 @@ func TestPrepareResume(t *testing.T) {
 			os.WriteFile(m.savedRecordPath(vm.Metadata.UID), []byte("{not json"), 0o600)
 		}, wantReason: SavedCorrupt},
 		{name: "record of another format", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
-			writeSaved(t, m, vm, func(s *SavedState) { s.Format = 2 })
+			writeSaved(t, m, vm, func(s *SavedState) { s.Format = savedFormat + 1 })
 		}, wantReason: SavedCorrupt},
 		{name: "stream cut short", setup: func(t *testing.T, m *Manager, vm *VirtualMachine) {
 			writeSaved(t, m, vm, nil)
