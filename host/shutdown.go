@@ -189,6 +189,8 @@ type shutdown struct {
 	// lock takes the host's shutdown lock until ctx ends; nil: none.
 	lock func(ctx context.Context) (release func(), err error)
 	now  func() time.Time
+	// grace is shutdownGrace; tests make it short.
+	grace time.Duration
 
 	release func()
 }
@@ -428,7 +430,7 @@ func (s *shutdown) one(ctx context.Context, e vm.Entry, mode string, deadline ti
 	if mode == OnShutdownKill || stop.Timeout <= 0 {
 		stop = vm.StopOptions{Force: true}
 	}
-	res, err := s.g.PowerOff(ctx, e.UID, stop)
+	res, err := s.powerOff(ctx, e, stop, deadline)
 	if err != nil {
 		o.Outcome, o.Error = ShutdownFailed, err.Error()
 		return o
@@ -441,6 +443,44 @@ func (s *shutdown) one(ctx context.Context, e vm.Entry, mode string, deadline ti
 		o.Outcome = ShutdownQuit
 	}
 	return o
+}
+
+// shutdownGrace is how long past the shutdown's deadline one VM's
+// power-off may run: enough for QEMU's quit and, failing that, its kill.
+// Without a bound a VM whose lock another virtcon process holds (a `virt
+// vm stop --timeout 1h`, a long `virt vm save`) would hold the host's
+// power-off back for as long.
+const shutdownGrace = 15 * time.Second
+
+// powerOff is the manager's PowerOff of e, bounded by deadline plus the
+// grace. A graceful stop that the bound interrupts (its lock was had
+// late, and the power button's wait ran past it) is followed by a forced
+// one, as the deadline says; one whose lock was never had is an error
+// saying so.
+func (s *shutdown) powerOff(ctx context.Context, e vm.Entry, stop vm.StopOptions, deadline time.Time) (vm.StopResult, error) {
+	grace := cmp.Or(s.grace, shutdownGrace)
+	pctx, cancel := context.WithDeadline(ctx, deadline.Add(grace))
+	res, err := s.g.PowerOff(pctx, e.UID, stop)
+	cancel()
+	var interrupted *vm.StopInterruptedError
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.Is(err, flock.ErrLocked):
+		return res, fmt.Errorf("vm %q: not stopped: its lock was held by another virtcon process (a vm stop or save of it?) past the shutdown's deadline and %s of grace: %w", e.Name, grace, err)
+	case errors.As(err, &interrupted) && ctx.Err() == nil:
+		s.log.Warn("the power-off ran past the shutdown's deadline; quitting", "vm", e.Name, "err", err)
+		fctx, cancel := context.WithTimeout(ctx, grace)
+		defer cancel()
+		res, ferr := s.g.PowerOff(fctx, e.UID, vm.StopOptions{Force: true})
+		if ferr != nil {
+			return res, fmt.Errorf("vm %q: not stopped by the shutdown's deadline and %s of grace (%v), nor quit then: %w", e.Name, grace, err, ferr)
+		}
+		return res, nil
+	case errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil:
+		return res, fmt.Errorf("vm %q: not stopped by the shutdown's deadline and %s of grace: %w", e.Name, grace, err)
+	}
+	return res, err
 }
 
 // ShutdownPlan words what the policy does to the running VMs when the host

@@ -7,12 +7,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/virtcon/virtcon/internal/duration"
 	"github.com/virtcon/virtcon/internal/fielderr"
+	"github.com/virtcon/virtcon/internal/flock"
 	"github.com/virtcon/virtcon/internal/proc"
 	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/paths"
@@ -27,6 +29,24 @@ type fakeGuest struct {
 	// save is how long its save takes; saveErr makes it fail.
 	save    time.Duration
 	saveErr error
+	// lockHeld: another process holds the VM's lock; every call waits
+	// for it until its ctx ends (at most 5s, so that an unbounded call
+	// fails the test instead of hanging it).
+	lockHeld bool
+	// interrupted: a graceful stop is interrupted by its ctx's end (it had
+	// its lock late, and the power button's wait ran past the bound), as
+	// vm.Manager.PowerOff is; a forced one quits.
+	interrupted bool
+}
+
+// waitLock is a lock wait that lasts until ctx ends, as flock.Acquire's.
+func waitLock(ctx context.Context, uid string) error {
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("lock %s: %w (%w)", uid, flock.ErrLocked, ctx.Err())
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("lock %s: waited 5s: the call is not bounded", uid)
+	}
 }
 
 // fakeGuests is the VM manager of a shutdown test: it counts how many
@@ -103,6 +123,15 @@ func (f *fakeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptio
 	g := f.guests[uid]
 	f.mu.Unlock()
 	switch {
+	case g.lockHeld:
+		return vm.StopResult{}, waitLock(ctx, uid)
+	case g.interrupted && !opts.Force:
+		select {
+		case <-ctx.Done():
+			return vm.StopResult{}, &vm.StopInterruptedError{Name: uid, Pressed: true, Err: ctx.Err()}
+		case <-time.After(5 * time.Second):
+			return vm.StopResult{}, fmt.Errorf("vm %s: waited 5s: the call is not bounded", uid)
+		}
 	case g.stopErr != nil:
 		return vm.StopResult{}, g.stopErr
 	case opts.Force:
@@ -125,6 +154,9 @@ func (f *fakeGuests) Save(ctx context.Context, uid string) (*vm.SaveResult, erro
 	f.saves = append(f.saves, uid)
 	g := f.guests[uid]
 	f.mu.Unlock()
+	if g.lockHeld {
+		return nil, waitLock(ctx, uid)
+	}
 	select {
 	case <-time.After(g.save):
 	case <-ctx.Done():
@@ -642,5 +674,47 @@ func TestShutdownLockWaitIsBounded(t *testing.T) {
 	}
 	if rep.LockError == "" || f.stops["uid-a"].Force != true {
 		t.Errorf("lock error %q, stop %+v; want the lock named and the guest quit at the deadline", rep.LockError, f.stops["uid-a"])
+	}
+}
+
+// A VM whose lock another process holds (a long vm stop or save) cannot
+// hold the host's power-off back: its power-off is bounded by the
+// shutdown's deadline plus a grace, and it fails saying its lock was
+// held. A graceful stop cut by that bound is quit instead. The others go
+// down as usual.
+func TestShutdownBoundsEachVM(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{OnShutdownShutdown, OnShutdownSave, OnShutdownKill} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			f := &fakeGuests{entries: running("held", "late", "ok"), guests: map[string]fakeGuest{
+				"uid-held": {lockHeld: true}, "uid-late": {interrupted: true, saveErr: errors.New("save: boom")}, "uid-ok": {powerOff: 0},
+			}}
+			s, _ := newShutdown(t, f)
+			s.grace = 100 * time.Millisecond
+			start := time.Now()
+			rep, err := s.run(context.Background(), policy(mode, 300*time.Millisecond, 4), ShutdownOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took > 2*time.Second {
+				t.Errorf("took %v; want about the 300ms deadline and the grace", took)
+			}
+			want := map[string]string{"held": ShutdownFailed, "late": ShutdownQuit, "ok": ShutdownQuit}
+			switch mode {
+			case OnShutdownShutdown:
+				want["ok"] = ShutdownPoweredOff
+			case OnShutdownSave:
+				want["ok"] = ShutdownSaved
+			}
+			if got := outcomes(rep); !equalMaps(got, want) {
+				t.Errorf("outcomes %v; want %v", got, want)
+			}
+			for _, o := range rep.Outcomes {
+				if o.Name == "held" && (!strings.Contains(o.Error, "its lock was held") || !strings.Contains(o.Error, "locked by another virtcon process")) {
+					t.Errorf("held: error %q; want it to say its lock was held", o.Error)
+				}
+			}
+		})
 	}
 }
