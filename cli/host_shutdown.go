@@ -33,8 +33,10 @@ onShutdown (/etc/virtcon/host.yaml; docs/host.md):
             --timeout from the start: a guest whose turn comes late gets what
             is left, and QEMU is told to quit for those still up then;
   save      save each guest's RAM and device state to disk (phase Saved; its
-            next start resumes it), --parallel at a time; a guest not saved by
-            the deadline, or whose save fails, is powered off instead;
+            next start resumes it), --parallel at a time; a guest whose save
+            fails, or is not done by the deadline less a third of the
+            timeout (at most 30s), is powered off by ACPI in that time
+            instead, and quit at the deadline;
   kill      quit every QEMU at once.
 
 Before it stops anything it records which VMs run in

@@ -137,7 +137,9 @@ type guests interface {
 // records which VMs run (shutdown.json, for onBoot: restore) before it
 // stops anything, then powers them off by ACPI at most Parallel at once,
 // with one shared deadline after which those still up are quit (shutdown),
-// saves them (save; a guest whose save fails is powered off instead), or
+// saves them (save, by the deadline less saveFallback; a guest whose save
+// fails or runs past that is powered off by ACPI in what is left, then
+// quit), or
 // quits them at once (kill). The record is completed with each VM's
 // outcome. Guests that are not ours are never touched.
 //
@@ -218,6 +220,8 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 
 	start := s.now()
 	deadline := start.Add(timeout)
+	// saves end early enough for a guest not saved to power off by ACPI
+	saveBy := deadline.Add(-saveFallback(timeout))
 	// one shutdown at a time: a second waits for the first (by its own
 	// deadline), then finds what the first left running
 	lockErr := s.takeLock(ctx, deadline)
@@ -290,7 +294,7 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 		go func() {
 			defer func() { <-sem; wg.Done() }()
 			report(ShutdownOutcome{Name: e.Name, UID: e.UID}, false)
-			report(s.one(ctx, e, mode, deadline), true)
+			report(s.one(ctx, e, mode, deadline, saveBy), true)
 		}()
 	}
 	wg.Wait()
@@ -405,13 +409,24 @@ func mergeRunning(prev *ShutdownRecord, running []string, entries []vm.Entry) (m
 	return merged, dropped
 }
 
-// one takes one VM down by mode, by the shared deadline.
-func (s *shutdown) one(ctx context.Context, e vm.Entry, mode string, deadline time.Time) (o ShutdownOutcome) {
+// saveFallback is the part of a save shutdown's timeout kept for the
+// guests that were not saved: they are powered off by ACPI in it, as with
+// onShutdown: shutdown, then quit at the deadline.
+func saveFallback(timeout time.Duration) time.Duration {
+	return min(30*time.Second, timeout/3)
+}
+
+// one takes one VM down by mode, by the shared deadline; a save must end
+// by saveBy.
+func (s *shutdown) one(ctx context.Context, e vm.Entry, mode string, deadline, saveBy time.Time) (o ShutdownOutcome) {
 	start := s.now()
 	o = ShutdownOutcome{Name: e.Name, UID: e.UID}
 	defer func() { o.Took = duration.Duration(s.now().Sub(start)) }()
-	if mode == OnShutdownSave {
-		sctx, cancel := context.WithDeadline(ctx, deadline)
+	if mode == OnShutdownSave && !s.now().Before(saveBy) {
+		o.Note = "its turn came too late to save it before the deadline: powered off instead"
+		s.log.Warn("no time left to save; powering the guest off instead", "vm", e.Name)
+	} else if mode == OnShutdownSave {
+		sctx, cancel := context.WithDeadline(ctx, saveBy)
 		r, err := s.g.Save(sctx, e.UID)
 		cancel()
 		switch {
@@ -422,7 +437,8 @@ func (s *shutdown) one(ctx context.Context, e vm.Entry, mode string, deadline ti
 			o.Outcome = ShutdownGone
 			return o
 		}
-		// the guest runs on after a failed save: power it off instead
+		// the guest runs on after a failed save: power it off instead,
+		// by ACPI in what is left, then quit
 		o.Note = "save failed, powered off instead: " + err.Error()
 		s.log.Warn("save failed; powering the guest off instead", "vm", e.Name, "err", err)
 	}
@@ -489,7 +505,8 @@ func (s *shutdown) powerOff(ctx context.Context, e vm.Entry, stop vm.StopOptions
 func (p *Policy) ShutdownPlan() string {
 	switch p.OnShutdown {
 	case OnShutdownSave:
-		return fmt.Sprintf("saved first (RAM and device state to disk; a start resumes each where it was; one not saved within %s is powered off)", p.Timeout())
+		t := p.Timeout()
+		return fmt.Sprintf("saved first (RAM and device state to disk; a start resumes each where it was; one not saved within %s is powered off by ACPI, and quit if still up after %s)", t-saveFallback(t), t)
 	case OnShutdownKill:
 		return "quit first, without asking the guests (host.yaml: onShutdown: kill)"
 	}

@@ -402,34 +402,45 @@ func TestShutdownKillQuitsAtOnce(t *testing.T) {
 	}
 }
 
-// onShutdown save saves N at once; a guest whose save fails, or that
-// cannot be saved before the deadline, is powered off instead.
+// onShutdown save saves N at once, by the deadline less a fallback window
+// (a third of the timeout, at most 30s); a guest whose save fails, or runs
+// past that, is powered off by ACPI in the window, as with onShutdown:
+// shutdown, and quit at the deadline only if it does not power off.
 func TestShutdownSave(t *testing.T) {
 	t.Parallel()
-	f := &fakeGuests{entries: running("a", "b", "c", "fails", "slow"), guests: map[string]fakeGuest{
+	const timeout = 600 * time.Millisecond // the window: 200ms
+	f := &fakeGuests{entries: running("a", "b", "c", "fails", "slow", "slowdeaf"), guests: map[string]fakeGuest{
 		"uid-a": {save: 100 * time.Millisecond}, "uid-b": {save: 100 * time.Millisecond}, "uid-c": {save: 100 * time.Millisecond},
-		"uid-fails": {saveErr: errors.New("migration failed: disk full"), powerOff: 0},
-		"uid-slow":  {save: time.Hour, powerOff: -1},
+		"uid-fails":    {saveErr: errors.New("migration failed: disk full"), powerOff: 0},
+		"uid-slow":     {save: time.Hour, powerOff: 10 * time.Millisecond},
+		"uid-slowdeaf": {save: time.Hour, powerOff: -1},
 	}}
 	s, _ := newShutdown(t, f)
 	start := time.Now()
-	rep, err := s.run(context.Background(), policy(OnShutdownSave, 500*time.Millisecond, 2), ShutdownOptions{})
+	rep, err := s.run(context.Background(), policy(OnShutdownSave, timeout, 2), ShutdownOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if took := time.Since(start); took > 900*time.Millisecond {
-		t.Errorf("took %v; want about the timeout (500ms)", took)
+	if took := time.Since(start); took > timeout+300*time.Millisecond {
+		t.Errorf("took %v; want about the timeout (%v)", took, timeout)
 	}
 	if f.max != 2 {
 		t.Errorf("%d at once; want 2", f.max)
 	}
-	want := map[string]string{"a": ShutdownSaved, "b": ShutdownSaved, "c": ShutdownSaved, "fails": ShutdownPoweredOff, "slow": ShutdownQuit}
+	want := map[string]string{"a": ShutdownSaved, "b": ShutdownSaved, "c": ShutdownSaved, "fails": ShutdownPoweredOff,
+		"slow": ShutdownPoweredOff, "slowdeaf": ShutdownQuit}
 	if got := outcomes(rep); !equalMaps(got, want) {
 		t.Errorf("outcomes %v; want %v", got, want)
 	}
+	for _, uid := range []string{"uid-slow", "uid-slowdeaf"} {
+		// the save had until 400ms: the power button then gets the rest
+		if o := f.stops[uid]; o.Force || o.Timeout <= 100*time.Millisecond || o.Timeout > 200*time.Millisecond {
+			t.Errorf("%s, whose save ran past its time, got %+v; want the ACPI power button with about the 200ms window", uid, o)
+		}
+	}
 	for _, o := range rep.Outcomes {
 		switch o.Name {
-		case "fails", "slow":
+		case "fails", "slow", "slowdeaf":
 			if o.Note == "" {
 				t.Errorf("%s: no note that its save failed", o.Name)
 			}
@@ -439,8 +450,29 @@ func TestShutdownSave(t *testing.T) {
 			}
 		}
 	}
-	if len(f.saves) != 5 {
-		t.Errorf("saves %v; want all five tried", f.saves)
+	if len(f.saves) != 6 {
+		t.Errorf("saves %v; want all six tried", f.saves)
+	}
+}
+
+// A guest whose turn comes after the saves' time is not saved: it is
+// powered off by ACPI in what is left.
+func TestShutdownSaveTurnTooLate(t *testing.T) {
+	t.Parallel()
+	f := &fakeGuests{entries: running("a-slow", "b-late"), guests: map[string]fakeGuest{
+		"uid-a-slow": {save: time.Hour, powerOff: 0}, "uid-b-late": {save: 0, powerOff: 0},
+	}}
+	s, _ := newShutdown(t, f)
+	rep, err := s.run(context.Background(), policy(OnShutdownSave, 600*time.Millisecond, 1), ShutdownOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a-slow": ShutdownPoweredOff, "b-late": ShutdownPoweredOff}
+	if got := outcomes(rep); !equalMaps(got, want) || slices.Contains(f.saves, "uid-b-late") {
+		t.Errorf("outcomes %v, saves %v; want both powered off, b-late not saved", got, f.saves)
+	}
+	if o := f.stops["uid-b-late"]; o.Force || o.Timeout <= 0 {
+		t.Errorf("b-late got %+v; want the power button with what is left", o)
 	}
 }
 
