@@ -143,6 +143,9 @@ func writeBootRecord(w io.Writer, rec *host.BootRecord) error {
 	} else if rec.Policy != nil {
 		fmt.Fprintf(w, "Policy:\t%s\n", policyWords(rec.Policy))
 	}
+	if rec.PreviousError != "" {
+		fmt.Fprintf(w, "Previous boot:\tits record is unreadable, so this run acted on no shutdown record and marked no VM stopped: %s\n", rec.PreviousError)
+	}
 	fmt.Fprintf(w, "Network:\t%s\n", bootNetWords(rec.Network))
 	for _, s := range rec.Network.Steps {
 		fmt.Fprintf(w, "\t  %s\n", s)
@@ -181,6 +184,8 @@ func writeBootRecord(w io.Writer, rec *host.BootRecord) error {
 
 func shutdownUseWords(s *host.BootShutdown) string {
 	switch {
+	case s.Error != "" && s.Note != "":
+		return "unreadable, nothing restored from it (" + s.Note + "): " + s.Error
 	case s.Error != "":
 		return "unreadable, nothing restored from it: " + s.Error
 	case s.Used:

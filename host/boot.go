@@ -154,9 +154,13 @@ func (h *Host) boot(ctx context.Context, opts BootOptions, vms bootVMs, nw bootN
 	rec := &BootRecord{Time: time.Now().UTC(), BootID: proc.BootID(), VMs: []BootVM{}}
 	prev, err := LoadBootRecord(h.Layout)
 	if err != nil {
-		h.Log.Warn("host boot: the previous boot record cannot be read; this run counts as the boot's first", "err", err)
+		// fail closed: whether this boot ran before, and which shutdown
+		// record a boot acted on, are unknown; a rerun must neither
+		// restore the VMs again nor mark stopped the ones that crashed
+		rec.PreviousError = err.Error()
+		h.Log.Error("host boot: the previous boot record cannot be read: this run counts as a later one of this boot, acts on no shutdown record and marks no VM stopped", "err", err)
 	}
-	rec.FirstOfBoot = prev == nil || rec.BootID == "" || prev.BootID != rec.BootID
+	rec.FirstOfBoot = err == nil && (prev == nil || rec.BootID == "" || prev.BootID != rec.BootID)
 	if prev != nil {
 		rec.ShutdownActedOn = prev.ShutdownActedOn
 	}
@@ -244,7 +248,7 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 			rec.Skipped = append(rec.Skipped, BootSkipped{UID: e.UID, Why: e.Message})
 		}
 	}
-	restore := h.bootShutdownRecord(policy, rec, entries)
+	restore, keepMissing := h.bootShutdownRecord(policy, rec, entries)
 	plan := planBoot(entries, restore)
 	byUID := map[string]vm.Entry{}
 	for _, e := range entries {
@@ -293,40 +297,47 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 		h.Log.Info("host boot: vm started", "vm", v.Name, "why", v.Why, "order", v.Order, "took", v.Took)
 	}
 	rec.VMs = append(rec.VMs, plan...)
-	if rec.FirstOfBoot {
+	if rec.FirstOfBoot && !keepMissing {
 		rec.VMs = append(rec.VMs, h.markStopped(ctx, vms, entries, plan)...)
 	}
 }
 
 // bootShutdownRecord reads the shutdown record into rec and returns the
-// UIDs it says to start, with why: none unless no boot has acted on the
-// record before, it is not stale (staleShutdown), and onBoot is restore
-// (WhyRestore) or the shutdown saved the guests (WhySaved).
-func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord, entries []vm.Entry) map[string]string {
+// UIDs it says to start, with why: none unless the previous boot record
+// was readable, no boot has acted on the record before, it is not stale
+// (staleShutdown), and onBoot is restore (WhyRestore) or the shutdown
+// saved the guests (WhySaved). keepMissing: with onBoot: restore and a
+// record that cannot be read, the MISSING VMs are the one evidence left
+// of which VMs ran, so none is marked stopped.
+func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord, entries []vm.Entry) (restore map[string]string, keepMissing bool) {
 	sr, err := LoadShutdownRecord(h.Layout)
 	if err != nil {
 		rec.Shutdown = &BootShutdown{Error: err.Error()}
 		if policy.OnBoot == OnBootRestore {
-			h.Log.Error("host boot: the shutdown record cannot be read: restoring nothing, starting the autostart VMs", "err", err)
+			rec.Shutdown.Note = "no VM marked stopped: the VMs whose spec says running are what is left of which VMs ran"
+			h.Log.Error("host boot: the shutdown record cannot be read: restoring nothing and marking no VM stopped, starting the autostart VMs", "err", err)
+			return nil, true
 		}
-		return nil
+		return nil, false
 	}
 	if sr == nil {
-		return nil
+		return nil, false
 	}
 	bs := &BootShutdown{Time: sr.Time, Running: len(sr.Running)}
 	rec.Shutdown = bs
+	if rec.PreviousError != "" {
+		bs.Note = "not acted on: the previous boot record cannot be read, so whether a boot acted on this one already is unknown"
+		return nil, false
+	}
 	if rec.ShutdownActedOn != nil && rec.ShutdownActedOn.Equal(sr.Time) {
 		bs.Note = "an earlier boot acted on it already (the last shutdown was not clean, or this boot ran before)"
-		return nil
+		return nil, false
 	}
 	if note := staleShutdown(sr, entries); note != "" {
 		bs.Note = note
 		h.Log.Warn("host boot: the shutdown record is stale: restoring nothing from it", "why", note)
-		return nil
+		return nil, false
 	}
-	t := sr.Time
-	rec.ShutdownActedOn = &t
 	why := WhyRestore
 	switch {
 	case policy.OnBoot == OnBootRestore:
@@ -336,14 +347,18 @@ func (h *Host) bootShutdownRecord(policy *Policy, rec *BootRecord, entries []vm.
 		why = WhySaved
 	default:
 		bs.Note = "onBoot is " + policy.OnBoot + ": only autostart VMs start"
-		return nil
+		return nil, false
 	}
+	// acted on: used, and never again (only a used record is: one a
+	// boot passed over stays for a boot whose policy restores)
+	t := sr.Time
+	rec.ShutdownActedOn = &t
 	bs.Used = true
-	restore := map[string]string{}
+	restore = map[string]string{}
 	for _, uid := range sr.Running {
 		restore[strings.ToLower(uid)] = why
 	}
-	return restore
+	return restore, false
 }
 
 // staleShutdown says why the shutdown record is not the last clean

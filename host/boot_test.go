@@ -627,3 +627,84 @@ func TestBootRechecksBeforeEachStart(t *testing.T) {
 		t.Errorf("record %v; want the six planned", names(rec.VMs))
 	}
 }
+
+// A boot record that cannot be read fails closed: the run counts as a
+// later one of this boot, acts on no shutdown record, marks no VM stopped,
+// and says so. A shutdown record that cannot be read, with onBoot:
+// restore, marks no VM stopped either: the MISSING VMs are what is left of
+// which VMs ran.
+func TestBootUnreadableRecordsFailClosed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, policy      string
+		badBoot, badShut  bool
+		wantStarted       []string
+		wantMarked        []string
+		wantFirst         bool
+		wantPreviousError bool
+	}{
+		{"boot.json damaged", "onBoot: restore\n", true, false, []string{"uid-auto"}, nil, false, true},
+		{"shutdown.json damaged, restore", "onBoot: restore\n", false, true, []string{"uid-auto"}, nil, true, false},
+		{"shutdown.json damaged, autostart", "", false, true, []string{"uid-auto"}, []string{"uid-gone"}, true, false},
+		{"both readable", "onBoot: restore\n", false, false, []string{"uid-auto", "uid-ran"}, []string{"uid-gone"}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := testHost(t)
+			writePolicy(t, h, tc.policy)
+			gone := stopped("gone", false, 0, 0)
+			gone.Class = vm.ClassMissing
+			vms := &fakeVMs{entries: []vm.Entry{stopped("auto", true, 0, 0), stopped("ran", false, 0, 0), gone}}
+			if err := WriteShutdownRecord(h.Layout, &ShutdownRecord{Time: time.Now().UTC(), OnShutdown: OnShutdownShutdown, Running: []string{"uid-ran"}}); err != nil {
+				t.Fatal(err)
+			}
+			for file, bad := range map[string]bool{BootRecordFile(h.Layout): tc.badBoot, ShutdownRecordFile(h.Layout): tc.badShut} {
+				if bad {
+					if err := os.WriteFile(file, []byte(`{"time": `), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(vms.started, tc.wantStarted) || !slices.Equal(vms.marked, tc.wantMarked) {
+				t.Errorf("started %v, marked %v; want %v, %v", vms.started, vms.marked, tc.wantStarted, tc.wantMarked)
+			}
+			if rec.FirstOfBoot != tc.wantFirst || (rec.PreviousError != "") != tc.wantPreviousError {
+				t.Errorf("first %v, previous error %q; want first %v, an error %v", rec.FirstOfBoot, rec.PreviousError, tc.wantFirst, tc.wantPreviousError)
+			}
+			if tc.badBoot && (rec.Shutdown == nil || rec.Shutdown.Used || rec.Shutdown.Note == "" || rec.ShutdownActedOn != nil) {
+				t.Errorf("shutdown %+v, acted on %v; want it not used, a note why, and not acted on", rec.Shutdown, rec.ShutdownActedOn)
+			}
+		})
+	}
+}
+
+// Only a shutdown record that was used is acted on: one the boot passed
+// over (onBoot: autostart, a shutdown's record) stays for a boot whose
+// policy restores.
+func TestBootActsOnlyOnAUsedRecord(t *testing.T) {
+	t.Parallel()
+	h := testHost(t)
+	vms := &fakeVMs{entries: []vm.Entry{stopped("ran", false, 0, 0)}}
+	at := time.Now().UTC()
+	if err := WriteShutdownRecord(h.Layout, &ShutdownRecord{Time: at, OnShutdown: OnShutdownShutdown, Running: []string{"uid-ran"}}); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.ShutdownActedOn != nil || rec.Shutdown.Used || len(vms.started) != 0 {
+		t.Errorf("onBoot autostart: acted on %v, shutdown %+v, started %v; want it passed over", rec.ShutdownActedOn, rec.Shutdown, vms.started)
+	}
+	writePolicy(t, h, "onBoot: restore\n")
+	rec, err = h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.ShutdownActedOn == nil || !rec.ShutdownActedOn.Equal(at) || !slices.Equal(vms.started, []string{"uid-ran"}) {
+		t.Errorf("onBoot restore: acted on %v, started %v; want the record used", rec.ShutdownActedOn, vms.started)
+	}
+}

@@ -125,7 +125,12 @@ type BootRecord struct {
 	BootID string `json:"bootId"`
 	// FirstOfBoot: no boot record of this boot existed before this one
 	// (a later run of `virt host boot` in the same boot is not first).
+	// A previous record that cannot be read makes the run a later one.
 	FirstOfBoot bool `json:"firstOfBoot"`
+	// PreviousError: the previous boot record could not be read. The run
+	// then counts as a later run of this boot: it acts on no shutdown
+	// record and marks no VM stopped (fail closed).
+	PreviousError string `json:"previousError,omitempty"`
 	// Policy is the host policy in effect; nil when host.yaml did not
 	// load, and then PolicyError says why and no VM was started.
 	Policy      *Policy `json:"policy"`
@@ -144,7 +149,7 @@ type BootRecord struct {
 	// Shutdown is the shutdown record the boot found, if any.
 	Shutdown *BootShutdown `json:"shutdownRecord,omitempty"`
 	// ShutdownActedOn is the time of the last shutdown record a boot
-	// acted on (one whose policy loaded), carried over by every boot
+	// used (restored or resumed its VMs from), carried over by every boot
 	// after it: each record is acted on once, so a record that an
 	// unclean shutdown left standing restores nothing at the next boot.
 	ShutdownActedOn *time.Time `json:"shutdownActedOn,omitempty"`
