@@ -74,13 +74,13 @@ lint: ## gofmt, go vet, staticcheck
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags integration ./...
 
-bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress
+bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress, web terminal login/keystroke/RSS
 	scripts/install-deps.sh libvirt-clients
 	scripts/libvirt-peer.sh
 	$(GO) run ./scripts/bench -virt bin/virt
 	set -o pipefail; $(GO) test -tags integration -count=1 -run 'TestApplyBenchIntegration' -v ./netcfg/ | grep -E 'apply|PASS|FAIL|ok'
 # DCUI (root, tmux, PAM): first frame vs `virt version` on a pty, RSS with 50 VMs, key latency while QMP hangs
-	VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestDCUIBench' -v ./integration/
+	VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestDCUIBench|TestWebtermBench' -v ./integration/
 	$(GO) test -count=1 -run TestKeypressDuringSlowCall -v ./tui/vms/
 
 docs: build ## regenerate docs/cli-reference.md
