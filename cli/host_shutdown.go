@@ -39,6 +39,11 @@ onShutdown (/etc/virtcon/host.yaml; docs/host.md):
             instead, and quit at the deadline;
   kill      quit every QEMU at once.
 
+The VMs go down by spec.startup.order, highest first (the boot's order
+reversed): each order's VMs are down before the next order's begin, and
+within one order they go down --parallel at a time, all under the one
+deadline.
+
 Before it stops anything it records which VMs run in
 /var/lib/virtcon/shutdown.json (onBoot: restore starts them again at the next
 boot), and completes the record with each VM's outcome and time. Guests that

@@ -396,9 +396,23 @@ func planBoot(entries []vm.Entry, restore map[string]string) []BootVM {
 		plan = append(plan, BootVM{Name: e.Name, UID: e.UID, Why: why, Order: e.StartupOrder, Delay: duration.Duration(e.StartupDelay)})
 	}
 	slices.SortStableFunc(plan, func(a, b BootVM) int {
-		return cmp.Or(cmp.Compare(a.Order, b.Order), cmp.Compare(strings.ToLower(a.Name), strings.ToLower(b.Name)), cmp.Compare(a.UID, b.UID))
+		return compareStartup(startupKey{a.Order, a.Name, a.UID}, startupKey{b.Order, b.Name, b.UID})
 	})
 	return plan
+}
+
+// startupKey is where a VM stands in the boot's order.
+type startupKey struct {
+	order     int
+	name, uid string
+}
+
+// compareStartup is the boot's order, the one comparator of the boot and
+// the shutdown: spec.startup.order (lower first), then the name
+// regardless of case, then the UID. The shutdown compares negated orders
+// (highest first) and breaks ties alike.
+func compareStartup(a, b startupKey) int {
+	return cmp.Or(cmp.Compare(a.order, b.order), cmp.Compare(strings.ToLower(a.name), strings.ToLower(b.name)), cmp.Compare(a.uid, b.uid))
 }
 
 // whyStart says why the boot starts e ("" when it does not): ours (MANAGED

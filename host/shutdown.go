@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -251,9 +252,10 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 				Error: "its spec cannot be read, so virtcon does not act on it: " + e.Message})
 		}
 	}
-	// down in the reverse of the boot's order (then by name)
+	// down in the reverse of the boot's order: highest order first, ties
+	// as the boot breaks them
 	slices.SortStableFunc(queue, func(a, b vm.Entry) int {
-		return cmp.Or(cmp.Compare(b.StartupOrder, a.StartupOrder), cmp.Compare(a.Name, b.Name))
+		return compareStartup(startupKey{-a.StartupOrder, a.Name, a.UID}, startupKey{-b.StartupOrder, b.Name, b.UID})
 	})
 	// the record first: a host that loses power from here on still knows
 	// what ran
@@ -286,18 +288,24 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 			opts.Progress(ShutdownProgress{VM: o, Done: done, Total: total, Deadline: deadline})
 		}
 	}
+	// by order group, highest first: a group is down (or its guests'
+	// turns have ended) before the next begins, as the boot started the
+	// next only after it; in parallel within a group, under the one
+	// deadline
 	sem := make(chan struct{}, max(parallel, 1))
-	var wg sync.WaitGroup
-	for _, e := range queue {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			report(ShutdownOutcome{Name: e.Name, UID: e.UID}, false)
-			report(s.one(ctx, e, mode, deadline, saveBy), true)
-		}()
+	for group := range orderGroups(queue) {
+		var wg sync.WaitGroup
+		for _, e := range group {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
+				report(ShutdownOutcome{Name: e.Name, UID: e.UID}, false)
+				report(s.one(ctx, e, mode, deadline, saveBy), true)
+			}()
+		}
+		wg.Wait()
 	}
-	wg.Wait()
 
 	end := s.now()
 	rep.Finished, rep.Took = &end, duration.Duration(end.Sub(start))
@@ -309,6 +317,23 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 	slices.SortStableFunc(rep.Outcomes, func(a, b ShutdownOutcome) int { return cmp.Compare(order[a.UID], order[b.UID]) })
 	write()
 	return rep, errors.Join(errs...)
+}
+
+// orderGroups yields the runs of queue (sorted) that share a
+// spec.startup.order.
+func orderGroups(queue []vm.Entry) iter.Seq[[]vm.Entry] {
+	return func(yield func([]vm.Entry) bool) {
+		for i := 0; i < len(queue); {
+			j := i + 1
+			for j < len(queue) && queue[j].StartupOrder == queue[i].StartupOrder {
+				j++
+			}
+			if !yield(queue[i:j]) {
+				return
+			}
+			i = j
+		}
+	}
 }
 
 // takeLock takes the host's shutdown lock, waiting for another shutdown

@@ -67,6 +67,8 @@ type fakeGuests struct {
 	// went down (the listing shows them stopped from then on).
 	calls map[string]int
 	down  map[string]bool
+	// events are "+uid" as a VM's call begins and "-uid" as it ends.
+	events []string
 }
 
 func (f *fakeGuests) List(context.Context) ([]vm.Entry, error) {
@@ -100,21 +102,23 @@ func (f *fakeGuests) enter(uid string) {
 	f.busy++
 	f.max = max(f.max, f.busy)
 	f.order = append(f.order, uid)
+	f.events = append(f.events, "+"+uid)
 	if f.calls == nil {
 		f.calls = map[string]int{}
 	}
 	f.calls[uid]++
 }
 
-func (f *fakeGuests) leave() {
+func (f *fakeGuests) leave(uid string) {
 	f.mu.Lock()
 	f.busy--
+	f.events = append(f.events, "-"+uid)
 	f.mu.Unlock()
 }
 
 func (f *fakeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptions) (vm.StopResult, error) {
 	f.enter(uid)
-	defer f.leave()
+	defer f.leave(uid)
 	f.mu.Lock()
 	if f.stops == nil {
 		f.stops = map[string]vm.StopOptions{}
@@ -149,7 +153,7 @@ func (f *fakeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptio
 
 func (f *fakeGuests) Save(ctx context.Context, uid string) (*vm.SaveResult, error) {
 	f.enter(uid)
-	defer f.leave()
+	defer f.leave(uid)
 	f.mu.Lock()
 	f.saves = append(f.saves, uid)
 	g := f.guests[uid]
@@ -372,7 +376,7 @@ type outcomeGuests struct {
 func (g *outcomeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptions) (vm.StopResult, error) {
 	if h, ok := g.how[uid]; ok {
 		g.enter(uid)
-		defer g.leave()
+		defer g.leave(uid)
 		g.mu.Lock()
 		if g.stops == nil {
 			g.stops = map[string]vm.StopOptions{}
@@ -749,4 +753,71 @@ func TestShutdownBoundsEachVM(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The shutdown is the boot's order reversed: by order group, highest
+// first, each group down before the next begins (in parallel within it),
+// ties broken as the boot breaks them (the name regardless of case, then
+// the UID).
+func TestShutdownOrder(t *testing.T) {
+	t.Parallel()
+	entries := func() []vm.Entry {
+		es := running("db", "App", "api", "web", "Cache", "b")
+		for i, order := range []int{0, 10, 10, 10, 5, 5} {
+			es[i].StartupOrder = order
+		}
+		return es
+	}
+	t.Run("one at a time", func(t *testing.T) {
+		t.Parallel()
+		f := &fakeGuests{entries: entries(), guests: map[string]fakeGuest{}}
+		s, _ := newShutdown(t, f)
+		rep, err := s.run(context.Background(), policy(OnShutdownShutdown, time.Minute, 1), ShutdownOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"uid-api", "uid-App", "uid-web", "uid-b", "uid-Cache", "uid-db"}
+		if !slices.Equal(f.order, want) {
+			t.Errorf("went down in the order %v; want %v (order 10, 5, 0; by name regardless of case)", f.order, want)
+		}
+		var got []string
+		for _, o := range rep.Outcomes {
+			got = append(got, o.UID)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("outcomes in the order %v; want %v", got, want)
+		}
+	})
+	t.Run("groups in parallel", func(t *testing.T) {
+		t.Parallel()
+		f := &fakeGuests{entries: entries(), guests: map[string]fakeGuest{}}
+		for _, e := range f.entries {
+			f.guests[e.UID] = fakeGuest{powerOff: 50 * time.Millisecond}
+		}
+		s, _ := newShutdown(t, f)
+		if _, err := s.run(context.Background(), policy(OnShutdownShutdown, time.Minute, 4), ShutdownOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		group := map[string]int{}
+		for _, e := range f.entries {
+			group[e.UID] = e.StartupOrder
+		}
+		// every VM's start comes after the end of every VM of a higher order
+		ended := map[string]bool{}
+		for _, ev := range f.events {
+			uid := ev[1:]
+			if ev[0] == '-' {
+				ended[uid] = true
+				continue
+			}
+			for other, order := range group {
+				if order > group[uid] && !ended[other] {
+					t.Errorf("%s (order %d) went down before %s (order %d) was down: events %v", uid, group[uid], other, order, f.events)
+				}
+			}
+		}
+		if f.max != 3 {
+			t.Errorf("at most %d at once; want 3 (the order-10 group, in parallel)", f.max)
+		}
+	})
 }
