@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -153,5 +154,54 @@ func TestIntegrationSaveAfterApply(t *testing.T) {
 	}
 	if fileExists(state) {
 		t.Error("the saved state is still there after the resume")
+	}
+}
+
+// A QEMU point update (another package string: Debian's revision) does not
+// refuse a saved guest; the record names the machine type QEMU resolved
+// (q35 is pc-q35-7.2 on 7.2), and the resume starts QEMU with it.
+func TestIntegrationSaveOtherBuild(t *testing.T) {
+	g := requireGuest(t)
+	root := vmRoot(t)
+	uid := createGuest(t, root, "sb1", g.initrd, true)
+	waitLog(t, root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
+	v(t, root, "vm", "save", "sb1")
+	recPath := filepath.Join(root, "var/lib/virtcon/vms", uid, "saved.json")
+	b, err := os.ReadFile(recPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(b, &rec); err != nil {
+		t.Fatal(err)
+	}
+	mt, _ := rec["machineType"].(string)
+	if !strings.HasPrefix(mt, "pc-q35-") || rec["machine"] != "q35" {
+		t.Errorf("record: machine %v, machineType %v; want q35 and the type QEMU resolved it to (pc-q35-…)", rec["machine"], rec["machineType"])
+	}
+	rec["qemuPackage"] = "Debian 1:7.2+dfsg-7+deb12u0 (another build)"
+	b, _ = json.Marshal(rec)
+	if err := os.WriteFile(recPath, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	before := len(serialLog(root, uid))
+	r := virt(t, nil, "--root", root, "vm", "start", "sb1")
+	if r.code != 0 {
+		t.Fatalf("start of a state from another build of the same QEMU: exit %d: %s", r.code, r.stderr)
+	}
+	e := entry(t, root, "sb1")
+	if e.Phase != vm.PhaseRunning || strings.Contains(serialLog(root, uid)[before:], "VIRTCON-GUEST-READY") {
+		t.Errorf("after the start: %s, booted afresh %v; want Running, resumed", e.Phase, strings.Contains(serialLog(root, uid)[before:], "VIRTCON-GUEST-READY"))
+	}
+	cmdline, _ := os.ReadFile(filepath.Join("/proc", strconv.Itoa(e.PID), "cmdline"))
+	if mt != "" && !strings.Contains(string(cmdline), "\x00-machine\x00"+mt+"\x00") {
+		t.Errorf("the resumed QEMU's command line %q; want -machine %s", strings.ReplaceAll(string(cmdline), "\x00", " "), mt)
+	}
+	// and the resumed guest saves and resumes again (its QEMU now runs the
+	// type, the spec still says q35)
+	v(t, root, "vm", "save", "sb1")
+	v(t, root, "vm", "start", "sb1")
+	if e := entry(t, root, "sb1"); e.Phase != vm.PhaseRunning {
+		t.Errorf("after the second resume: %s; want Running", e.Phase)
 	}
 }

@@ -3,6 +3,7 @@ package qmp
 import (
 	"context"
 	"errors"
+	"strings"
 
 	gqmp "github.com/digitalocean/go-qemu/qmp"
 )
@@ -93,4 +94,28 @@ func (m *Monitor) Version(ctx context.Context) (gqmp.Version, error) {
 	var v gqmp.Version
 	err := m.Execute(ctx, "query-version", nil, &v)
 	return v, err
+}
+
+// MachineType returns the machine type QEMU runs, resolved from the alias
+// it may have been started with (-machine q35 runs pc-q35-7.2 on QEMU
+// 7.2): QOM's type of /machine, without its "-machine" suffix.
+func (m *Monitor) MachineType(ctx context.Context) (string, error) {
+	var t string
+	if err := m.Execute(ctx, "qom-get", map[string]string{"path": "/machine", "property": "type"}, &t); err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(t, "-machine"), nil
+}
+
+// MachineInfo is one machine type of query-machines.
+type MachineInfo struct {
+	Name  string `json:"name"`            // e.g. pc-q35-7.2
+	Alias string `json:"alias,omitempty"` // e.g. q35
+}
+
+// QueryMachines lists the machine types this QEMU has.
+func (m *Monitor) QueryMachines(ctx context.Context) ([]MachineInfo, error) {
+	var ms []MachineInfo
+	err := m.Execute(ctx, "query-machines", nil, &ms)
+	return ms, err
 }

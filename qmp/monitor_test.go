@@ -576,6 +576,11 @@ func TestTypedHelpers(t *testing.T) {
 			{"cpu-index": 1, "qom-path": "/machine/unattached/device[1]", "thread-id": 102, "target": "x86_64"},
 		},
 		"query-version": map[string]any{"qemu": map[string]int{"major": 7, "minor": 2, "micro": 22}, "package": "Debian"},
+		"qom-get":       "pc-q35-7.2-machine",
+		"query-machines": []map[string]any{
+			{"name": "pc-q35-7.2", "alias": "q35", "cpu-max": 288},
+			{"name": "pc-q35-7.1", "cpu-max": 288},
+		},
 	}))
 	m := dialT(t, f.path, Options{})
 	ctx := context.Background()
@@ -607,6 +612,14 @@ func TestTypedHelpers(t *testing.T) {
 		{"Version", "query-version", func() (any, any, error) {
 			v, err := m.Version(ctx)
 			return v.String() + " " + v.Package, "7.2.22 Debian", err
+		}},
+		{"MachineType", "qom-get", func() (any, any, error) {
+			t, err := m.MachineType(ctx)
+			return t, "pc-q35-7.2", err
+		}},
+		{"QueryMachines", "query-machines", func() (any, any, error) {
+			ms, err := m.QueryMachines(ctx)
+			return fmt.Sprint(ms), fmt.Sprint([]MachineInfo{{Name: "pc-q35-7.2", Alias: "q35"}, {Name: "pc-q35-7.1"}}), err
 		}},
 	}
 	f.mu.Lock()

@@ -34,10 +34,13 @@ func spawnStandIn(t *testing.T, host string) *fakeQEMU {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	q := &fakeQEMU{pid: cmd.Process.Pid, exited: make(chan struct{})}
-	go func() { cmd.Wait(); close(q.exited) }()
+	q := &fakeQEMU{pid: cmd.Process.Pid, exited: make(chan struct{}), proc: filepath.Join(host, "proc", strconv.Itoa(cmd.Process.Pid))}
+	go func() {
+		cmd.Wait()
+		q.exit() // as a killed QEMU leaves /proc
+		close(q.exited)
+	}()
 	t.Cleanup(func() { cmd.Process.Kill(); <-q.exited })
-	q.proc = filepath.Join(host, "proc", strconv.Itoa(q.pid))
 	return q
 }
 
@@ -178,10 +181,10 @@ func (f *fakeMonitor) gotString() string { return strings.Join(f.got(), ",") }
 func fakeQEMUBinary(t *testing.T, m *Manager, dir string, q *fakeQEMU) {
 	t.Helper()
 	script := `#!/bin/sh
-printf '%s\n' "$@" > DIR/argv
-mkdir -p PROC
-printf '%s\0' /usr/bin/qemu-system-x86_64 "$@" > PROC/cmdline
-echo 'PID (qemu-system-x86) S 1 1 1 0 -1 4194560 0 0' > PROC/stat
+printf '%s\n' "$@" > 'DIR/argv'
+mkdir -p 'PROC'
+printf '%s\0' /usr/bin/qemu-system-x86_64 "$@" > 'PROC/cmdline'
+echo 'PID (qemu-system-x86) S 1 1 1 0 -1 4194560 0 0' > 'PROC/stat'
 pidfile= qmp=
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -192,7 +195,7 @@ while [ $# -gt 0 ]; do
 done
 qmp=${qmp#unix:path=}
 qmp=${qmp%%,server=*}
-ln -sf DIR/qmp.sock "$qmp"
+ln -sf 'DIR/qmp.sock' "$qmp"
 echo PID > "$pidfile"
 `
 	r := strings.NewReplacer("DIR", dir, "PROC", q.proc, "PID", strconv.Itoa(q.pid))
@@ -201,4 +204,14 @@ echo PID > "$pidfile"
 		t.Fatal(err)
 	}
 	m.opts.QEMU = bin
+}
+
+// launchedArgv is the argv the stand-in binary was started with.
+func launchedArgv(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "argv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
 }

@@ -95,6 +95,11 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine, opts Star
 	}
 	if saved != nil {
 		launch.Incoming = "defer"
+		if t := saved.rec.MachineType; t != "" {
+			// the very machine type the state was saved from, not an
+			// alias a QEMU might resolve otherwise
+			launch.Machine = t
+		}
 	}
 
 	r := revert.New()

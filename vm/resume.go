@@ -14,6 +14,10 @@ import (
 type savedResume struct {
 	path string
 	rec  *SavedState
+	// specMachine, when set, is the spec's machine, which names the saved
+	// machine type only if it is its alias (q35 for pc-q35-7.2): the QEMU
+	// about to load the state says (query-machines).
+	specMachine string
 }
 
 // prepareResume checks the VM's saved state before QEMU starts: nil when
@@ -63,7 +67,14 @@ func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedRe
 	}
 	now := shapeOf(launch.Args())
 	diffs := shapeDiffs(rec.SavedShape, now, rec.Format >= 2)
-	if rec.Machine != now.Machine {
+	var specMachine string
+	switch {
+	case now.Machine == rec.Machine, now.Machine == rec.MachineType:
+	case rec.MachineType != "":
+		// q35 against a saved pc-q35-7.2 (a QEMU started with the type it
+		// had resolved, by an earlier resume): QEMU tells
+		specMachine = now.Machine
+	default:
 		diffs = append([]string{fmt.Sprintf("spec.machine %s, saved with %s", now.Machine, rec.Machine)}, diffs...)
 	}
 	if len(diffs) > 0 {
@@ -78,7 +89,7 @@ func (m *Manager) prepareResume(vm *VirtualMachine, opts StartOptions) (*savedRe
 	case sum != rec.SHA256:
 		return nil, fail(SavedCorrupt, "sha256 %s, saved %s", sum, rec.SHA256)
 	}
-	return &savedResume{path: path, rec: rec}, nil
+	return &savedResume{path: path, rec: rec, specMachine: specMachine}, nil
 }
 
 // exitWait is how long a QEMU whose monitor hung up during a resume gets
@@ -112,8 +123,25 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 		return false, fmt.Errorf("vm %q: start: QMP: %w", name, err)
 	}
 	defer mon.Close()
-	if v := mon.Greeting().Version; v.String() != s.rec.QEMUVersion || v.Package != s.rec.QEMUPackage {
+	// The stream's format follows QEMU's version (major.minor.micro); a
+	// rebuild of the same version (a distribution's revision: Debian's
+	// 1:7.2+dfsg-7+deb12u18 after u17) loads it alike.
+	v := mon.Greeting().Version
+	if v.String() != s.rec.QEMUVersion {
 		return false, fail(SavedOtherQEMU, "saved by QEMU %s (%s), this is QEMU %s (%s)", s.rec.QEMUVersion, s.rec.QEMUPackage, v.String(), v.Package)
+	}
+	if v.Package != s.rec.QEMUPackage {
+		m.log.Warn("saved state written by another build of the same QEMU version; resuming", "vm", name,
+			"qemu", v.String(), "saved-package", s.rec.QEMUPackage, "package", v.Package)
+	}
+	if s.specMachine != "" {
+		var machines []qmp.MachineInfo
+		if err := cmd(func(c context.Context) (err error) { machines, err = mon.QueryMachines(c); return err }); err != nil {
+			return false, fmt.Errorf("vm %q: start: QMP query-machines: %w", name, err)
+		}
+		if got := resolveMachine(machines, s.specMachine); got != s.rec.MachineType {
+			return false, fail(SavedSpecChanged, "spec.machine %s (%s), saved with %s", s.specMachine, got, s.rec.MachineType)
+		}
 	}
 	f, err := os.Open(s.path)
 	if err != nil {
@@ -162,4 +190,15 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 		}
 	}
 	return true, nil
+}
+
+// resolveMachine names the machine type that name is, or is an alias of;
+// "" when this QEMU has none.
+func resolveMachine(machines []qmp.MachineInfo, name string) string {
+	for _, mi := range machines {
+		if mi.Name == name || mi.Alias == name {
+			return mi.Name
+		}
+	}
+	return ""
 }

@@ -236,3 +236,89 @@ func TestPrepareResumeStale(t *testing.T) {
 		t.Error("the stale state was removed; a refused state is kept")
 	}
 }
+
+// A QEMU point update (another package string, Debian's revision) loads a
+// state of the same version: it resumes, with a warning. Another version
+// (major.minor.micro) is refused before anything loads (review of issue
+// 11, item 5).
+func TestResumeQEMUVersion(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		version [3]int
+		pkg     string
+		refused bool
+	}{
+		{"same build", [3]int{7, 2, 22}, "test", false},
+		{"another build of the same version", [3]int{7, 2, 22}, "Debian 1:7.2+dfsg-7+deb12u19", false},
+		{"another micro version", [3]int{7, 2, 23}, "test", true},
+		{"another minor version", [3]int{8, 0, 0}, "test", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newResumeFixture(t, nil)
+			f.mon.version, f.mon.pkg = tt.version, tt.pkg
+			err := f.m.Start(context.Background(), "web")
+			var se *SavedStateError
+			switch {
+			case tt.refused && (!errors.As(err, &se) || se.Reason != SavedOtherQEMU):
+				t.Fatalf("Start: got %v; want a SavedStateError (other-qemu)", err)
+			case !tt.refused && err != nil:
+				t.Fatalf("Start: got %v; want the guest resumed", err)
+			}
+			loaded := strings.Contains(f.mon.gotString(), "migrate-incoming")
+			if loaded == tt.refused {
+				t.Errorf("QMP commands %s: loaded %v; want %v", f.mon.gotString(), loaded, !tt.refused)
+			}
+		})
+	}
+}
+
+// A resume starts QEMU with the machine type the state was saved from
+// (pc-q35-7.2, not the alias q35); a spec that names it by its alias
+// still matches, one that names another machine does not.
+func TestResumeMachineType(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		recMachine  string // the saving QEMU's -machine
+		specMachine string
+		wantChanged bool
+	}{
+		{"spec and record say q35", "q35", "q35", false},
+		{"saved by a resumed QEMU (started with the type)", "pc-q35-7.2", "q35", false},
+		{"the spec names the type", "q35", "pc-q35-7.2", false},
+		{"the spec names another machine", "pc-q35-7.2", "pc", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newResumeFixture(t, func(cmd string, _ json.RawMessage) any {
+				if cmd == "query-machines" {
+					return []map[string]any{{"name": "pc-q35-7.2", "alias": "q35"}, {"name": "pc-i440fx-7.2", "alias": "pc"}}
+				}
+				return nil
+			})
+			f.vm.Spec.Machine = tt.specMachine
+			if err := f.m.store.save(f.vm); err != nil {
+				t.Fatal(err)
+			}
+			writeSaved(t, f.m, f.vm, func(s *SavedState) { s.Machine, s.MachineType = tt.recMachine, "pc-q35-7.2" })
+			err := f.m.Start(context.Background(), "web")
+			var se *SavedStateError
+			if tt.wantChanged {
+				if !errors.As(err, &se) || se.Reason != SavedSpecChanged || !strings.Contains(err.Error(), "spec.machine pc (pc-i440fx-7.2), saved with pc-q35-7.2") {
+					t.Fatalf("Start: got %v; want spec-changed naming the machine", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Start: %v", err)
+			}
+			if m, _ := argValue(launchedArgv(t, f.dir), "-machine"); m != "pc-q35-7.2" {
+				t.Errorf("QEMU started with -machine %s; want the saved type pc-q35-7.2", m)
+			}
+		})
+	}
+}

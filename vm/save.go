@@ -60,7 +60,11 @@ type SavedState struct {
 	// argv; format 1 records hold the spec's machine, firmware, memory and
 	// CPUs, and no devices).
 	SavedShape
-	Accel string `json:"accel"`
+	// MachineType is the machine type QEMU resolved Machine to (q35 runs
+	// pc-q35-7.2 on QEMU 7.2); a resume starts QEMU with it. "" when
+	// QEMU did not say.
+	MachineType string `json:"machineType,omitempty"`
+	Accel       string `json:"accel"`
 	// Generation is the spec generation the saved guest realises (the
 	// VM's status.observedGeneration when it was saved).
 	Generation int64 `json:"generation,omitempty"`
@@ -330,6 +334,13 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 		return nil, fmt.Errorf("QMP query-status: %w", err)
 	}
 	paused := st.Status == "paused"
+	var machineType string
+	if err := cmd(func(c context.Context) (err error) { machineType, err = mon.MachineType(c); return err }); err != nil {
+		if mon.Closed() {
+			return nil, fmt.Errorf("QMP qom-get /machine type: %w", err)
+		}
+		m.log.Warn("machine type not known; the record names the machine as QEMU was started", "vm", vm.Metadata.Name, "err", err)
+	}
 	tmp := m.savedStatePath(uid) + ".tmp"
 	migrating := false
 	// From here a failure leaves the guest as it was and no stream. The
@@ -380,7 +391,7 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 	rec := &SavedState{
 		Format: savedFormat, SavedAt: time.Now().UTC(),
 		QEMUVersion: v.String(), QEMUPackage: v.Package,
-		SavedShape: shapeOf(argv), Accel: argAccel(argv),
+		SavedShape: shapeOf(argv), MachineType: machineType, Accel: argAccel(argv),
 		Generation: vm.Status.ObservedGeneration, Paused: paused,
 		Size: size, SHA256: sum,
 	}

@@ -83,6 +83,8 @@ func TestSaveRecordsRunningQEMU(t *testing.T) {
 			return map[string]any{"status": "running", "running": true}
 		case "query-migrate":
 			return map[string]any{"status": "completed"}
+		case "qom-get":
+			return "pc-q35-7.2-machine"
 		case "quit":
 			q.exit()
 			return qmpHangUp{}
@@ -95,6 +97,9 @@ func TestSaveRecordsRunningQEMU(t *testing.T) {
 	rec, err := m.SavedRecord(context.Background(), "web")
 	if err != nil || rec == nil {
 		t.Fatalf("SavedRecord: %v", err)
+	}
+	if rec.MachineType != "pc-q35-7.2" || rec.Machine != "q35" {
+		t.Errorf("record: machine %s, type %s; want q35, pc-q35-7.2 (as QEMU resolved it)", rec.Machine, rec.MachineType)
 	}
 	if rec.MemoryMiB != launch.MemoryMiB || rec.CPUs != launch.CPUs || rec.Generation != vm.Status.ObservedGeneration || rec.Format != savedFormat {
 		t.Errorf("record: memory %d, cpus %d, generation %d, format %d; want the running QEMU's %d, %d, generation %d, format %d",
