@@ -49,6 +49,7 @@ type login struct {
 	start     time.Time // monotonic, for the lifetime
 	lastInput time.Time // monotonic, for the idle timeout
 	warned    bool      // idle warning sent for this idle period
+	refused   string    // why its last WebSocket was refused (a limit); "" once one attached
 	ended     bool
 	terms     []*terminal
 	kick      chan struct{} // the idle watcher re-reads the times
@@ -80,6 +81,10 @@ type loginRequest struct {
 type sessionResponse struct {
 	CSRF string `json:"csrf"`
 	User string `json:"user"`
+	// Refused says why this login's last WebSocket was refused before
+	// its upgrade (a session limit): a page cannot read a refused
+	// upgrade's status, so it asks here.
+	Refused string `json:"refused,omitempty"`
 }
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
@@ -128,7 +133,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		Secure: true, HttpOnly: true, SameSite: http.SameSiteStrictMode,
 	})
 	s.log.Info("web login", "user", l.ident.User, "uid", l.ident.UID, "source", src, "login", l.id)
-	writeJSONResponse(w, http.StatusOK, sessionResponse{CSRF: l.csrf, User: l.ident.User})
+	s.mu.Lock()
+	refused := l.refused
+	s.mu.Unlock()
+	writeJSONResponse(w, http.StatusOK, sessionResponse{CSRF: l.csrf, User: l.ident.User, Refused: refused})
 }
 
 // loginRefused answers a failed login. The typed user name is not logged
@@ -206,7 +214,10 @@ func (s *Server) handleSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "not logged in")
 		return
 	}
-	writeJSONResponse(w, http.StatusOK, sessionResponse{CSRF: l.csrf, User: l.ident.User})
+	s.mu.Lock()
+	refused := l.refused
+	s.mu.Unlock()
+	writeJSONResponse(w, http.StatusOK, sessionResponse{CSRF: l.csrf, User: l.ident.User, Refused: refused})
 }
 
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {

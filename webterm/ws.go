@@ -62,6 +62,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case errors.Is(err, errLimit):
 		s.log.Warn("web terminal: session refused", "user", l.ident.User, "source", src, "err", err)
+		s.mu.Lock()
+		l.refused = err.Error()
+		s.mu.Unlock()
 		writeError(w, statusServiceUnavailable, err.Error())
 		return
 	case err != nil:
@@ -81,6 +84,9 @@ func (s *Server) handleWS(w http.ResponseWriter, r *http.Request) {
 		_ = c.Close(websocket.StatusGoingAway, "session ended")
 		return
 	}
+	s.mu.Lock()
+	l.refused = ""
+	s.mu.Unlock()
 	s.writeSessions()
 	if reattached {
 		s.log.Info("web session reattached", "session", t.id, "user", l.ident.User, "source", src)

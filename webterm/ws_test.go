@@ -314,8 +314,14 @@ func TestSessionLimits(t *testing.T) {
 	}
 	open("bob")
 	open("bob")
-	if w, _, code := open("root"); w != nil || code != 503 {
+	w5, rootCookie, code := open("root")
+	if w5 != nil || code != 503 {
 		t.Errorf("a 5th session in all: %d; want 503", code)
+	}
+	// the page cannot read a refused upgrade's status: /api/session says why
+	resp := ts.do("GET", "/api/session", "", cookieHdr(rootCookie))
+	if b := body(t, resp); resp.StatusCode != 200 || !strings.Contains(b, `"refused":"session limit: the web terminal has 4 sessions, its maximum"`) {
+		t.Errorf("session after the refusal: %s %s; want 200 naming the limit", resp.Status, b)
 	}
 	// alice's first tab drops and comes back: the same DCUI, not a 5th
 	pid := a1.pid()
@@ -324,6 +330,10 @@ func TestSessionLimits(t *testing.T) {
 	w, code := ts.dialWS(a1cookie, ts.origin(), 80, 24)
 	if w == nil {
 		t.Fatalf("reattach at the limit: %d; want 101", code)
+	}
+	resp = ts.do("GET", "/api/session", "", cookieHdr(a1cookie))
+	if b := body(t, resp); strings.Contains(b, "refused") {
+		t.Errorf("session of a login whose WebSocket attached: %s; want no refusal", b)
 	}
 	w.send("pid\r")
 	if got := w.pid(); got != pid {

@@ -246,7 +246,16 @@ function retry() {
         showLogin('The session has ended: log in again.');
         return;
       }
-      if (r.ok) csrf = (await r.json()).csrf || csrf;
+      if (r.ok) {
+        const body = await r.json();
+        csrf = body.csrf || csrf;
+        if (body.refused) {
+          // refused before the upgrade (a session limit): retrying is no use
+          retryUntil = 0;
+          say(`no session: ${body.refused}; close another tab or session, then reload`);
+          return;
+        }
+      }
     } catch {
       // the server is away: try the socket anyway, it fails fast
     }
