@@ -254,6 +254,18 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 	for _, e := range entries {
 		byUID[e.UID] = e
 	}
+	// a shutdown that begins meanwhile (virt host reboot, systemctl
+	// reboot) ends the starts: checked before each start, and watched
+	// during each delay
+	watch, stopWatch := h.watchShutdown(ctx)
+	defer stopWatch()
+	var down error
+	notStarted := func(v *BootVM, err error) {
+		v.Outcome, v.Note = BootNotStarted, err.Error()
+		if be.Canceled == nil {
+			be.Canceled = err
+		}
+	}
 	attempts := 0
 	for i := range plan {
 		v := &plan[i]
@@ -261,15 +273,33 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 			v.Outcome = BootAlreadyRunning
 			continue
 		}
+		if down == nil {
+			down = shuttingDown(h.Layout)
+		}
+		if down != nil {
+			notStarted(v, down)
+			continue
+		}
 		wait := v.Delay.D()
 		if attempts > 0 {
 			wait += policy.Delay()
 		}
-		if err := opts.Sleep(ctx, wait); err != nil {
+		if err := opts.Sleep(watch, wait); err != nil {
+			if cause := context.Cause(watch); errors.Is(cause, ErrHostShuttingDown) && ctx.Err() == nil {
+				down = cause
+				h.Log.Warn("host boot: the host is shutting down: starting no more VMs", "why", cause)
+				notStarted(v, down)
+				continue
+			}
 			v.Outcome, v.Note = BootNotStarted, "the boot was cancelled before its turn: "+err.Error()
 			if be.Canceled == nil {
 				be.Canceled = err
 			}
+			continue
+		}
+		if down = shuttingDown(h.Layout); down != nil {
+			h.Log.Warn("host boot: the host is shutting down: starting no more VMs", "why", down)
+			notStarted(v, down)
 			continue
 		}
 		// the plan was made when the boot began: what was done to the VM
@@ -300,6 +330,33 @@ func (h *Host) bootVMs(ctx context.Context, opts BootOptions, vms bootVMs, polic
 	if rec.FirstOfBoot && !keepMissing {
 		rec.VMs = append(rec.VMs, h.markStopped(ctx, vms, entries, plan)...)
 	}
+}
+
+// shutdownPoll is how often a boot looks for the "shutting down" marker
+// during a delay.
+const shutdownPoll = 200 * time.Millisecond
+
+// watchShutdown returns ctx, cancelled (its cause wrapping
+// ErrHostShuttingDown) once a shutdown of this boot sets its marker; stop
+// ends the watch.
+func (h *Host) watchShutdown(ctx context.Context) (watched context.Context, stop func()) {
+	wctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		t := time.NewTicker(shutdownPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-wctx.Done():
+				return
+			case <-t.C:
+				if err := shuttingDown(h.Layout); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+	return wctx, func() { cancel(nil) }
 }
 
 // bootShutdownRecord reads the shutdown record into rec and returns the

@@ -708,3 +708,84 @@ func TestBootActsOnlyOnAUsedRecord(t *testing.T) {
 		t.Errorf("onBoot restore: acted on %v, started %v; want the record used", rec.ShutdownActedOn, vms.started)
 	}
 }
+
+// A shutdown that begins during the boot (its "shutting down" marker)
+// ends the starts: the VM whose delay it cuts and those after it are
+// not-started, saying the host is shutting down. One set before the boot
+// begins starts nothing; one of an earlier boot is removed and ignored.
+func TestBootStopsWhenTheHostShutsDown(t *testing.T) {
+	t.Parallel()
+	if proc.BootID() == "" {
+		t.Skip("no boot id readable here (/proc/sys/kernel/random/boot_id)")
+	}
+	plan := func() *fakeVMs {
+		return &fakeVMs{entries: []vm.Entry{stopped("a", true, 0, 0), stopped("b", true, 1, time.Hour), stopped("c", true, 2, 0)}}
+	}
+	wantDown := func(t *testing.T, rec *BootRecord, names ...string) {
+		t.Helper()
+		for _, v := range rec.VMs {
+			if slices.Contains(names, v.Name) && (v.Outcome != BootNotStarted || !strings.Contains(v.Note, "the host is shutting down")) {
+				t.Errorf("%s: %s (%q); want not-started, the host shutting down", v.Name, v.Outcome, v.Note)
+			}
+		}
+	}
+
+	t.Run("during a delay", func(t *testing.T) {
+		t.Parallel()
+		h := testHost(t)
+		vms := plan()
+		shutdownBegins := func(ctx context.Context, d time.Duration) error {
+			if d == 0 {
+				return ctx.Err()
+			}
+			if err := markShuttingDown(h.Layout, time.Now()); err != nil {
+				t.Error(err)
+			}
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(5 * time.Second):
+				return errors.New("the delay was not cut")
+			}
+		}
+		start := time.Now()
+		rec, err := h.boot(context.Background(), BootOptions{Sleep: shutdownBegins}, vms, &fakeNet{})
+		if !errors.Is(err, ErrHostShuttingDown) {
+			t.Errorf("boot = %v; want the host shutting down", err)
+		}
+		if took := time.Since(start); took > 2*time.Second {
+			t.Errorf("took %v; want the delay cut at once", took)
+		}
+		if !slices.Equal(vms.started, []string{"uid-a"}) {
+			t.Errorf("started %v; want a alone", vms.started)
+		}
+		wantDown(t, rec, "b", "c")
+	})
+	t.Run("before the boot", func(t *testing.T) {
+		t.Parallel()
+		h := testHost(t)
+		if err := markShuttingDown(h.Layout, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		vms := plan()
+		rec, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{})
+		if !errors.Is(err, ErrHostShuttingDown) || len(vms.started) != 0 {
+			t.Errorf("boot = %v, started %v; want none started, the host shutting down", err, vms.started)
+		}
+		wantDown(t, rec, "a", "b", "c")
+	})
+	t.Run("an earlier boot's", func(t *testing.T) {
+		t.Parallel()
+		h := testHost(t)
+		if err := writeRecord(ShuttingDownFile(h.Layout), &ShuttingDown{Time: time.Now(), BootID: "an-earlier-boot"}); err != nil {
+			t.Fatal(err)
+		}
+		vms := plan()
+		if _, err := h.boot(context.Background(), BootOptions{Sleep: (&sleeps{}).sleep}, vms, &fakeNet{}); err != nil || len(vms.started) != 3 {
+			t.Errorf("boot = %v, started %v; want all three", err, vms.started)
+		}
+		if _, err := os.Stat(ShuttingDownFile(h.Layout)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("the earlier boot's marker: %v; want it removed", err)
+		}
+	})
+}

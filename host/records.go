@@ -36,6 +36,56 @@ func ShutdownRecordFile(layout paths.Layout) string {
 	return filepath.Join(layout.StateDir(), shutdownRecordFile)
 }
 
+// shuttingDownFile, in the runtime directory (/run/virtcon/), says that a
+// `virt host shutdown-guests` began in this boot: the host is going down,
+// and `virt host boot` starts no more VMs. It names its boot, so that one
+// left by an earlier boot (a runtime directory that outlived a reboot) is
+// told apart; a new boot clears it (/run is emptied, and the boot removes
+// one of another boot).
+const shuttingDownFile = "shutting-down.json"
+
+// ShuttingDownFile is the "shutting down" marker under layout.
+func ShuttingDownFile(layout paths.Layout) string {
+	return filepath.Join(layout.RunDir(), shuttingDownFile)
+}
+
+// ShuttingDown is the marker a shutdown sets before it stops anything.
+type ShuttingDown struct {
+	// Time is when the shutdown began; BootID the boot it ran in.
+	Time   time.Time `json:"time"`
+	BootID string    `json:"bootId"`
+	PID    int       `json:"pid"`
+}
+
+// ErrHostShuttingDown: a shutdown began in this boot (ShuttingDownFile).
+var ErrHostShuttingDown = errors.New("the host is shutting down")
+
+// markShuttingDown sets the marker, for this boot.
+func markShuttingDown(layout paths.Layout, at time.Time) error {
+	return writeRecord(ShuttingDownFile(layout), &ShuttingDown{Time: at.UTC(), BootID: proc.BootID(), PID: os.Getpid()})
+}
+
+// shuttingDown is nil unless a shutdown began in this boot: then an error
+// wrapping ErrHostShuttingDown says when. A marker of another boot is
+// removed (a new boot clears it); one that cannot be read counts as set
+// (fail closed: the host may be going down), naming the file.
+func shuttingDown(layout paths.Layout) error {
+	var m ShuttingDown
+	ok, err := readRecord(ShuttingDownFile(layout), &m)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: its marker cannot be read (remove it if the host is not): %w", ErrHostShuttingDown, err)
+	case !ok:
+		return nil
+	case m.BootID != proc.BootID():
+		if err := os.Remove(ShuttingDownFile(layout)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("%w: the marker of an earlier boot cannot be removed: %w", ErrHostShuttingDown, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: virt host shutdown-guests began at %s", ErrHostShuttingDown, m.Time.Local().Format(time.DateTime))
+}
+
 // ShutdownRecord is what `virt host shutdown-guests` writes before it
 // stops anything: the VMs that run, which the next boot starts again with
 // `onBoot: restore`, or whatever onBoot says when OnShutdown is save

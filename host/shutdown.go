@@ -158,6 +158,7 @@ func (h *Host) ShutdownGuests(ctx context.Context, opts ShutdownOptions) (*Shutd
 		write: func(r *ShutdownReport) error { return writeRecord(ShutdownRecordFile(h.Layout), r) },
 		load:  func() (*ShutdownRecord, error) { return LoadShutdownRecord(h.Layout) },
 		lock:  func(ctx context.Context) (func(), error) { return lockShutdown(ctx, h.Layout) },
+		mark:  func(at time.Time) error { return markShuttingDown(h.Layout, at) },
 	}
 	rep, err := s.run(ctx, p, opts)
 	if rep != nil && perr != nil {
@@ -191,6 +192,8 @@ type shutdown struct {
 	load  func() (*ShutdownRecord, error)
 	// lock takes the host's shutdown lock until ctx ends; nil: none.
 	lock func(ctx context.Context) (release func(), err error)
+	// mark sets the "shutting down" marker (ShuttingDownFile); nil: none.
+	mark func(at time.Time) error
 	now  func() time.Time
 	// grace is shutdownGrace; tests make it short.
 	grace time.Duration
@@ -221,6 +224,12 @@ func (s *shutdown) run(ctx context.Context, p *Policy, opts ShutdownOptions) (*S
 
 	start := s.now()
 	deadline := start.Add(timeout)
+	// first of all: a `virt host boot` under way starts no more VMs
+	if s.mark != nil {
+		if err := s.mark(start); err != nil {
+			s.log.Warn("the host's shutting-down marker not set; a boot under way may start VMs meanwhile", "err", err)
+		}
+	}
 	// saves end early enough for a guest not saved to power off by ACPI
 	saveBy := deadline.Add(-saveFallback(timeout))
 	// one shutdown at a time: a second waits for the first (by its own

@@ -821,3 +821,37 @@ func TestShutdownOrder(t *testing.T) {
 		}
 	})
 }
+
+// shutdown-guests sets the "shutting down" marker, of this boot, before it
+// stops anything.
+func TestShutdownMarksShuttingDown(t *testing.T) {
+	t.Parallel()
+	layout := paths.New(t.TempDir())
+	f := &fakeGuests{entries: running("a"), guests: map[string]fakeGuest{"uid-a": {powerOff: 0}}}
+	s, _ := newShutdown(t, f)
+	var markedBeforeStop bool
+	s.mark = func(at time.Time) error { return markShuttingDown(layout, at) }
+	g := &hookGuests{fakeGuests: f, before: func() { markedBeforeStop = errors.Is(shuttingDown(layout), ErrHostShuttingDown) }}
+	s.g = g
+	if _, err := s.run(context.Background(), policy(OnShutdownShutdown, time.Second, 4), ShutdownOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !markedBeforeStop {
+		t.Error("the marker was not set when the first VM went down")
+	}
+	var m ShuttingDown
+	if ok, err := readRecord(ShuttingDownFile(layout), &m); !ok || err != nil || m.BootID != proc.BootID() || m.Time.IsZero() {
+		t.Errorf("marker %+v (%v, %v); want this boot's, with its time", m, ok, err)
+	}
+}
+
+// hookGuests runs before ahead of each PowerOff.
+type hookGuests struct {
+	*fakeGuests
+	before func()
+}
+
+func (g *hookGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptions) (vm.StopResult, error) {
+	g.before()
+	return g.fakeGuests.PowerOff(ctx, uid, opts)
+}

@@ -111,6 +111,11 @@ func TestIntegrationShutdownGuests(t *testing.T) {
 	if err := os.WriteFile(host.PolicyFile(layout), []byte("apiVersion: virtcon/v1\nkind: HostPolicy\nonBoot: restore\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// the reboot empties /run: the shutdown's "shutting down" marker
+	// goes with it (a boot in the same boot would start nothing)
+	if err := os.Remove(host.ShuttingDownFile(layout)); err != nil {
+		t.Fatalf("shutdown-guests left no shutting-down marker: %v", err)
+	}
 	ns := netns(t)
 	b := virtIn(t, ns, "--root", root, "host", "boot", "-o", "json")
 	if b.code != 0 {
@@ -230,6 +235,10 @@ func TestIntegrationSaveResume(t *testing.T) {
 	t.Logf("counter at the save: %d", last)
 
 	time.Sleep(2 * time.Second) // the host's clock runs on; the guest's does not
+	// the reboot empties /run, and the shutdown's marker with it
+	if err := os.Remove(host.ShuttingDownFile(layout)); err != nil {
+		t.Fatalf("shutdown-guests left no shutting-down marker: %v", err)
+	}
 	// the next boot resumes it (onBoot is autostart, s1 has no autostart:
 	// the shutdown that saved it promised the resume)
 	r = virtIn(t, netns(t), "--root", root, "host", "boot", "-o", "json")
