@@ -61,21 +61,21 @@ func loginToFrameJS(user, password string) string {
 }
 
 // keyEchoJS types key into the terminal (as the keyboard would: xterm.js's
-// input) and resolves with the milliseconds until the VMs screen's cursor
-// position changed in the buffer.
+// input) and resolves with the milliseconds until xterm.js has parsed the
+// output that moves the VMs screen's cursor.
 func keyEchoJS(key string) string {
 	return fmt.Sprintf(`new Promise((resolve, reject) => { %s
 		const pos = () => { const m = screen().match(/^. (\d+)\/(\d+)  \S/m); return m ? m[1] : ''; };
 		const before = pos();
 		const t0 = performance.now();
-		window.__term.input(%q, true);
-		const tick = () => {
+		// checked as each write is parsed (no polling, whose timers the
+		// browser clamps to 4 ms)
+		const sub = window.__term.onWriteParsed(() => {
 			const p = pos();
-			if (p !== '' && p !== before) return resolve(performance.now() - t0);
-			if (performance.now() - t0 > 5000) return reject('cursor still at ' + before);
-			setTimeout(tick, 1);
-		};
-		tick(); })`, pageScreenJS, key)
+			if (p !== '' && p !== before) { sub.dispose(); clearTimeout(limit); resolve(performance.now() - t0); }
+		});
+		const limit = setTimeout(() => { sub.dispose(); reject('cursor still at ' + before); }, 5000);
+		window.__term.input(%q, true); })`, pageScreenJS, key)
 }
 
 // rssKiB is the VmRSS of the processes, summed: pages they share (the
