@@ -45,8 +45,8 @@ within one order they go down --parallel at a time, all under the one
 deadline.
 
 First it marks the host as shutting down (/run/virtcon/shutting-down.json):
-a virt host boot under way starts no more VMs, and none starts any until the
-host reboots. Before it stops anything it records which VMs run in
+a virt host boot under way starts no more VMs, and virt host boot starts
+none until the host reboots. Before it stops anything it records which VMs run in
 /var/lib/virtcon/shutdown.json (onBoot: restore starts them again at the next
 boot), and completes the record with each VM's outcome and time. Guests that
 virtcon does not manage are not touched. A host.yaml that does not load is

@@ -69,7 +69,8 @@ type Policy struct {
 	// ShutdownTimeout bounds the guests' ACPI power-off (default 300s);
 	// those still up then are quit.
 	ShutdownTimeout *duration.Duration `json:"shutdownTimeout,omitempty" yaml:"shutdownTimeout,omitempty"`
-	// ParallelShutdown is how many guests go down at once (default 4).
+	// ParallelShutdown is how many guests go down at once, 1 to 256
+	// (default 4, when absent; a 0 written out is refused).
 	ParallelShutdown int `json:"parallelShutdown,omitempty" yaml:"parallelShutdown,omitempty"`
 	// StartDelay is waited between two VM starts at boot, on top of each
 	// VM's own delay (default 0).
@@ -148,14 +149,32 @@ func DecodePolicy(data []byte) (*Policy, error) {
 		// a duration that does not parse, for one
 		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, strings.TrimPrefix(err.Error(), "yaml: "))
 	}
-	if err := p.validate(); err != nil {
+	if err := p.validate(topLevelKeys(&doc)); err != nil {
 		return nil, err
 	}
 	p.defaults()
 	return &p, nil
 }
 
-func (p *Policy) validate() error {
+// topLevelKeys are the keys the document's top-level mapping sets.
+func topLevelKeys(doc *yaml.Node) map[string]bool {
+	keys := map[string]bool{}
+	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+		doc = doc.Content[0]
+	}
+	if doc.Kind != yaml.MappingNode {
+		return keys
+	}
+	for i := 0; i+1 < len(doc.Content); i += 2 {
+		keys[doc.Content[i].Value] = true
+	}
+	return keys
+}
+
+// validate checks every value; set are the fields the file sets (a
+// parallelShutdown of 0 written out is refused: absent is the default,
+// and libvirt-guests reads PARALLEL_SHUTDOWN=0 as one at a time).
+func (p *Policy) validate(set map[string]bool) error {
 	var errs []*fielderr.FieldError
 	add := func(field string, v any, msg string) {
 		errs = append(errs, &fielderr.FieldError{Field: field, Value: v, Msg: msg})
@@ -179,8 +198,8 @@ func (p *Policy) validate() error {
 	if p.ShutdownTimeout != nil && (p.ShutdownTimeout.D() < time.Second || p.ShutdownTimeout.D() > 24*time.Hour) {
 		add("shutdownTimeout", p.ShutdownTimeout.String(), "must be between 1s and 24h")
 	}
-	if p.ParallelShutdown < 0 || p.ParallelShutdown > 256 {
-		add("parallelShutdown", p.ParallelShutdown, "must be between 1 and 256")
+	if p.ParallelShutdown < 0 || p.ParallelShutdown > 256 || (p.ParallelShutdown == 0 && set["parallelShutdown"]) {
+		add("parallelShutdown", p.ParallelShutdown, "must be between 1 and 256 (leave it out for the default, 4)")
 	}
 	if p.StartDelay != nil && p.StartDelay.D() > time.Hour {
 		add("startDelay", p.StartDelay.String(), "must be at most 1h")

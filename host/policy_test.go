@@ -59,6 +59,8 @@ func TestDecodePolicy(t *testing.T) {
 		{head + "shutdownTimeout: 0\n", "shutdownTimeout: must be between 1s and 24h"},
 		{head + "parallelShutdown: many\n", "parallelShutdown: must be an integer"},
 		{head + "parallelShutdown: -1\n", "parallelShutdown: must be between 1 and 256"},
+		{head + "parallelShutdown: 0\n", "parallelShutdown: must be between 1 and 256 (leave it out for the default, 4) (got 0)"},
+		{head + "parallelShutdown: 257\n", "parallelShutdown: must be between 1 and 256"},
 		{"apiVersion: virtcon/v2\nkind: HostPolicy\n", "apiVersion: want virtcon/v1"},
 		{head + "---\n" + head, "more than one document"},
 	}
