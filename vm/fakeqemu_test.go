@@ -125,11 +125,22 @@ func serveMonitor(t *testing.T, path string, f *fakeMonitor) *fakeMonitor {
 	return f
 }
 
+// setVersion changes the greeting of the connections to come (the
+// server's goroutine reads it).
+func (f *fakeMonitor) setVersion(v [3]int, pkg string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.version, f.pkg = v, pkg
+}
+
 func (f *fakeMonitor) serve(c net.Conn) {
 	defer c.Close()
 	enc := json.NewEncoder(c)
+	f.mu.Lock()
+	version, pkg := f.version, f.pkg
+	f.mu.Unlock()
 	enc.Encode(map[string]any{"QMP": map[string]any{
-		"version":      map[string]any{"qemu": map[string]int{"major": f.version[0], "minor": f.version[1], "micro": f.version[2]}, "package": f.pkg},
+		"version":      map[string]any{"qemu": map[string]int{"major": version[0], "minor": version[1], "micro": version[2]}, "package": pkg},
 		"capabilities": []string{}}})
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {

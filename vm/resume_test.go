@@ -258,7 +258,7 @@ func TestResumeQEMUVersion(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newResumeFixture(t, nil)
-			f.mon.version, f.mon.pkg = tt.version, tt.pkg
+			f.mon.setVersion(tt.version, tt.pkg)
 			err := f.m.Start(context.Background(), "web")
 			var se *SavedStateError
 			switch {
