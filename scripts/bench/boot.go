@@ -28,29 +28,12 @@ const (
 // network part of the boot has nothing to do (no network was applied
 // under the bench's root): what is measured is the VMs' part.
 func bootBench(virt, guestDir string, n int) (failed bool) {
-	guestDir, _ = filepath.Abs(guestDir)
-	kernel, initrd := filepath.Join(guestDir, "vmlinuz"), filepath.Join(guestDir, "initrd.img")
-	if _, err := os.Stat(initrd); err != nil {
-		fmt.Printf("%-28s skipped: no test guest (make guest)\n", "host boot")
+	r := newRig(virt, guestDir, "host boot", "vcbb")
+	if r == nil {
 		return false
 	}
-	root, err := os.MkdirTemp("/tmp", "vcbb")
-	if err != nil {
-		fatal(err)
-	}
-	cleanups = append(cleanups, func() { killUnder(root); os.RemoveAll(root) })
 	defer runCleanups()
-	run := func(args ...string) string {
-		out, err := exec.Command(virt, append([]string{"--root", root}, args...)...).Output()
-		if err != nil {
-			msg := ""
-			if ee, ok := err.(*exec.ExitError); ok {
-				msg = string(ee.Stderr)
-			}
-			fatal(fmt.Errorf("virt %s: %v: %s", strings.Join(args, " "), err, msg))
-		}
-		return string(out)
-	}
+	kernel, initrd, root, run := r.kernel, r.initrd, r.root, r.run
 	var auto []string
 	for i := range bootVMs {
 		name := fmt.Sprintf("bt%02d", i)

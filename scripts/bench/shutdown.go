@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
@@ -19,32 +18,12 @@ import (
 // ≤ 1.3×); and `virt vm save` then `virt vm start` (the resume) of a
 // 256 MiB guest: seconds and bytes written.
 func shutdownBench(virt, guestDir string, n int) (failed bool) {
-	guestDir, _ = filepath.Abs(guestDir)
-	kernel, initrd := filepath.Join(guestDir, "vmlinux"), filepath.Join(guestDir, "initrd.img")
-	if _, err := os.Stat(kernel); err != nil {
-		kernel = filepath.Join(guestDir, "vmlinuz")
-	}
-	if _, err := os.Stat(initrd); err != nil {
-		fmt.Printf("%-28s skipped: no test guest (make guest)\n", "shutdown-guests / save")
+	r := newRig(virt, guestDir, "shutdown-guests / save", "vcs")
+	if r == nil {
 		return false
 	}
-	root, err := os.MkdirTemp("/tmp", "vcs")
-	if err != nil {
-		fatal(err)
-	}
-	cleanups = append(cleanups, func() { killUnder(root); os.RemoveAll(root) })
 	defer runCleanups()
-	run := func(args ...string) string {
-		out, err := exec.Command(virt, append([]string{"--root", root}, args...)...).Output()
-		if err != nil {
-			var stderr string
-			if ee, ok := err.(*exec.ExitError); ok {
-				stderr = string(ee.Stderr)
-			}
-			fatal(fmt.Errorf("virt %s: %v: %s", strings.Join(args, " "), err, stderr))
-		}
-		return string(out)
-	}
+	kernel, initrd, root, run := r.kernel, r.initrd, r.root, r.run
 
 	const guests, parallel = 10, 4
 	names := make([]string, guests)

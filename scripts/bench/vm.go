@@ -21,25 +21,12 @@ import (
 // raw `qemu-system-x86_64 -daemonize` with the very same command line, and
 // `virt vm list -o json` with many defined VMs.
 func vmBench(virt, guestDir string, n int) (failed bool) {
-	guestDir, _ = filepath.Abs(guestDir)
-	kernel, initrd := filepath.Join(guestDir, "vmlinuz"), filepath.Join(guestDir, "initrd.img")
-	if _, err := os.Stat(initrd); err != nil {
-		fmt.Printf("%-28s skipped: no test guest (make guest)\n", "vm start / list")
+	r := newRig(virt, guestDir, "vm start / list", "vcb")
+	if r == nil {
 		return false
 	}
-	root, err := os.MkdirTemp("/tmp", "vcb")
-	if err != nil {
-		fatal(err)
-	}
-	cleanups = append(cleanups, func() { killUnder(root); os.RemoveAll(root) })
 	defer runCleanups()
-	run := func(args ...string) string {
-		out, err := exec.Command(virt, append([]string{"--root", root}, args...)...).Output()
-		if err != nil {
-			fatal(fmt.Errorf("virt %s: %v", strings.Join(args, " "), err))
-		}
-		return string(out)
-	}
+	kernel, initrd, root, run := r.kernel, r.initrd, r.root, r.run
 	run("vm", "create", "b1", "--kernel", kernel, "--initrd", initrd, "--memory", "128")
 
 	var virtTimes, rawTimes []time.Duration
