@@ -1,11 +1,15 @@
 package webterm
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"os"
 	"regexp"
@@ -530,5 +534,111 @@ func TestShutdown(t *testing.T) {
 	}
 	if _, err := os.Stat(SessionsFile(ts.layout)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("sessions file after shutdown: %v; want removed", err)
+	}
+}
+
+// rawUpgrade sends one upgrade request for /ws over its own TLS
+// connection, with host as the Host header and hdr on top of a good
+// browser's headers ("" deletes one), and returns the response's status
+// and its Sec-WebSocket-Protocol. A 101 leaves the connection to the
+// test's end.
+func (ts *testServer) rawUpgrade(method, host string, hdr map[string]string) (int, string) {
+	ts.t.Helper()
+	conn, err := tls.Dial("tcp", ts.addr, &tls.Config{RootCAs: ts.pool, ServerName: "localhost"})
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	ts.t.Cleanup(func() { conn.Close() })
+	h := map[string]string{
+		"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+		"Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==", "Sec-WebSocket-Protocol": Subprotocol,
+	}
+	maps.Copy(h, hdr)
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s /ws?cols=80&rows=24 HTTP/1.1\r\nHost: %s\r\n", method, host)
+	for k, v := range h {
+		if v != "" {
+			fmt.Fprintf(&b, "%s: %s\r\n", k, v)
+		}
+	}
+	b.WriteString("\r\n")
+	conn.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(conn, b.String()); err != nil {
+		ts.t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), &http.Request{Method: method})
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		resp.Body.Close()
+	}
+	return resp.StatusCode, resp.Header.Get("Sec-WebSocket-Protocol")
+}
+
+// TestUpgradeBehindProxy: the Host a reverse proxy sends, with or without
+// the port 443 the browser's Origin leaves out, upgrades (101), through
+// the real handler and websocket.Accept.
+func TestUpgradeBehindProxy(t *testing.T) {
+	ts := newTestServer(t, func(o *Options) {
+		o.AllowHosts = append(o.AllowHosts, "console.example.org")
+		o.MaxPerUser = 4
+	})
+	cookie, _ := ts.login("alice")
+	for _, host := range []string{"console.example.org:443", "console.example.org", "Console.Example.Org:443"} {
+		t.Run(host, func(t *testing.T) {
+			code, proto := ts.rawUpgrade("GET", host, map[string]string{
+				"Origin": "https://console.example.org", "Cookie": CookieName + "=" + cookie,
+			})
+			if code != http.StatusSwitchingProtocols || proto != Subprotocol {
+				t.Errorf("Host %s, Origin https://console.example.org: %d %q; want 101 %s", host, code, proto, Subprotocol)
+			}
+		})
+	}
+	// the port the Origin names must still be Host's
+	code, _ := ts.rawUpgrade("GET", "console.example.org:8443", map[string]string{
+		"Origin": "https://console.example.org", "Cookie": CookieName + "=" + cookie,
+	})
+	if code != http.StatusForbidden {
+		t.Errorf("Host console.example.org:8443, Origin without a port: %d; want 403", code)
+	}
+}
+
+// TestRefusedUpgradeStartsNoDCUI: what websocket.Accept would refuse is
+// refused before a DCUI starts for it.
+func TestRefusedUpgradeStartsNoDCUI(t *testing.T) {
+	ts := newTestServer(t, nil)
+	cookie, _ := ts.login("alice")
+	base := map[string]string{"Origin": ts.origin(), "Cookie": CookieName + "=" + cookie}
+	tests := []struct {
+		name, method string
+		hdr          map[string]string
+		code         int
+	}{
+		{"HEAD", "HEAD", nil, 405},
+		{"version 8", "GET", map[string]string{"Sec-WebSocket-Version": "8"}, 400},
+		{"no version", "GET", map[string]string{"Sec-WebSocket-Version": ""}, 400},
+		{"no subprotocol", "GET", map[string]string{"Sec-WebSocket-Protocol": ""}, 400},
+		{"another subprotocol", "GET", map[string]string{"Sec-WebSocket-Protocol": "chat, superchat"}, 400},
+		{"bad key", "GET", map[string]string{"Sec-WebSocket-Key": "c2hvcnQ="}, 400},
+		{"no Connection: Upgrade", "GET", map[string]string{"Connection": "keep-alive"}, 426},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := maps.Clone(base)
+			maps.Copy(h, tt.hdr)
+			if code, _ := ts.rawUpgrade(tt.method, ts.addr, h); code != tt.code {
+				t.Errorf("%d; want %d", code, tt.code)
+			}
+		})
+	}
+	if strings.Contains(ts.logs.String(), "web session start") {
+		t.Errorf("a refused upgrade started a DCUI; log:\n%s", ts.logs.String())
+	}
+	// a subprotocol among others is fine
+	h := maps.Clone(base)
+	h["Sec-WebSocket-Protocol"] = "chat, " + Subprotocol
+	if code, proto := ts.rawUpgrade("GET", ts.addr, h); code != 101 || proto != Subprotocol {
+		t.Errorf("offering chat and ours: %d %q; want 101 %s", code, proto, Subprotocol)
 	}
 }
