@@ -182,7 +182,8 @@ const (
 // then authorises: root, or a member (primary or supplementary) of the admin
 // group. tty names the console: "tty1", "ttyS0", "pts/3", or WebTTY(addr)
 // for a web login from addr, whose attempts count against that address
-// as well as the name.
+// and the name's web record, apart from the name's record on the local
+// consoles (see limitKeys).
 //
 // The rate limit (see retryDelay) is applied before PAM, in one locked step
 // that also counts the attempt as a failure: while user is locked out,
@@ -329,18 +330,24 @@ func SourceOf(tty string) string {
 	return addr
 }
 
-// limitKeys are the failure records an attempt by n on tty counts
-// against: the typed name's, and its source address's when tty has one.
+// isWeb reports whether tty is a web login's (WebTTY), whatever its address.
+func isWeb(tty string) bool { return strings.HasPrefix(tty, webTTYPrefix) }
+
+// limitKeys are the failure records an attempt by n on tty checks and
+// counts against. A local console (tty1, ttyS0, pts/3) has the typed
+// name's record alone. A web login has the name's web record and its
+// source address's instead, and never the local one: guesses from the
+// network must not lock root out of the physical console, the last way
+// into a broken host, and failures on a console do not slow the web.
 func (a *Authenticator) limitKeys(ctx context.Context, n loginName, tty string) ([]string, error) {
-	keys := []string{n.key}
-	if src := SourceOf(tty); src != "" {
-		k, err := a.limiter().sourceKey(ctx, src)
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, k)
+	if !isWeb(tty) {
+		return []string{n.key}, nil
 	}
-	return keys, nil
+	k, err := a.limiter().sourceKey(ctx, SourceOf(tty))
+	if err != nil {
+		return nil, err
+	}
+	return []string{n.webKey, k}, nil
 }
 
 func (a *Authenticator) limiter() *limiter {

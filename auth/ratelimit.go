@@ -19,6 +19,9 @@ import (
 // The failed-login policy, per user name (known or not), and for a web
 // login per source address as well (see SourceOf): an address that fails
 // against many names is locked out like one name failed from many places.
+// Web logins count against a name's web record, never the one the local
+// consoles check (see Authenticator.limitKeys): the network cannot lock
+// root out of tty1.
 //
 // Every attempt that reaches PAM is counted as a failure before PAM is
 // asked, in the same locked read-modify-write that checks the wait (see

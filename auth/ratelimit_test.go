@@ -512,3 +512,64 @@ func TestAuditSource(t *testing.T) {
 		t.Errorf("log lines without the source address: %s", h.logs.String())
 	}
 }
+
+// TestRateLimitWebNeverLocksConsole: web failures for a name lock that
+// name's web logins, from any address, but never delay the same name on a
+// local console (the last way into a broken host); console failures still
+// lock the consoles, not the web; the source's record still locks a web
+// login whatever the name.
+func TestRateLimitWebNeverLocksConsole(t *testing.T) {
+	h := newHarness(t)
+	web := func(user, password, addr string) error {
+		t.Helper()
+		_, err := h.a.Login(context.Background(), user, password, WebTTY(addr))
+		return err
+	}
+	// root guessed from four addresses (no address reaches its own limit)
+	for i := range freeFailures + 1 {
+		if err := web("root", "x", fmt.Sprintf("192.0.2.%d", i+1)); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("web failure %d for root: %v; want ErrBadCredentials", i+1, err)
+		}
+	}
+	if got := retryAfter(t, web("root", testPassword, "198.51.100.1")); got != firstLockout {
+		t.Errorf("root from the web after %d web failures: RetryAfter %v; want %v", freeFailures+1, got, firstLockout)
+	}
+	for _, tty := range []string{"tty1", "ttyS0", "pts/3"} {
+		if _, err := h.a.Login(context.Background(), "root", testPassword, tty); err != nil {
+			t.Errorf("root on %s after web failures: %v; want success, not delayed", tty, err)
+		}
+	}
+	if got := h.failures(t, "root"); got != 0 {
+		t.Errorf("root's console record holds %d failures after web failures; want 0", got)
+	}
+	// a console's successes do not clear the web lockout either
+	if err := web("root", testPassword, "198.51.100.1"); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("root from the web after a console success: %v; want still rate limited", err)
+	}
+
+	// console failures still lock the consoles, and only them
+	for i := range freeFailures + 1 {
+		if _, err := h.login("alice", "wrong"); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("console failure %d for alice: %v", i+1, err)
+		}
+	}
+	if _, err := h.a.Login(context.Background(), "alice", testPassword, "ttyS0"); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("alice on ttyS0 after 4 failures on tty1: %v; want rate limited", err)
+	}
+	if err := web("alice", testPassword, "198.51.100.2"); err != nil {
+		t.Errorf("alice from the web after console failures: %v; want success", err)
+	}
+
+	// the source's record locks a web login whatever the name
+	for i, u := range []string{"bob", "carol", "mallory", "eve"} {
+		if err := web(u, "wrong", "203.0.113.9"); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("failure %d (%s from 203.0.113.9): %v", i+1, u, err)
+		}
+	}
+	if err := web("dave", testPassword, "203.0.113.9"); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("dave from a locked-out source: %v; want rate limited", err)
+	}
+	if _, err := h.login("dave", testPassword); err != nil {
+		t.Errorf("dave on tty1 while a source is locked out: %v; want success", err)
+	}
+}

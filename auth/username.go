@@ -40,9 +40,13 @@ type loginName struct {
 	// known account, else "UNKNOWN:" and the first 8 hex digits of key,
 	// or "UNKNOWN" alone when the host key is unavailable.
 	shown string
-	// key is the failure record's key: the HMAC-SHA256 of the name under
-	// the host key, in hex; "" when the host key is unavailable.
+	// key is the failure record's key on the local consoles: the
+	// HMAC-SHA256 of the name under the host key, in hex; "" when the
+	// host key is unavailable.
 	key string
+	// webKey is the name's failure record's key for web logins, a keyed
+	// hash like key's of a string no typed name can be (see limitKeys).
+	webKey string
 }
 
 // loginName classifies typed: a known account is one the user database
@@ -63,6 +67,7 @@ func (a *Authenticator) loginName(ctx context.Context, typed string) (loginName,
 		return n, err
 	}
 	n.key = nameMAC(key, typed)
+	n.webKey = nameMAC(key, "\x00web-user\x00"+typed)
 	if !known {
 		n.shown = unknownUser + ":" + n.key[:8]
 	}
