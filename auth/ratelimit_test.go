@@ -573,3 +573,58 @@ func TestRateLimitWebNeverLocksConsole(t *testing.T) {
 		t.Errorf("dave on tty1 while a source is locked out: %v; want success", err)
 	}
 }
+
+func TestSourceOfAddress(t *testing.T) {
+	tests := []struct{ addr, want string }{
+		{"192.0.2.7", "192.0.2.7"},
+		{"::ffff:192.0.2.7", "192.0.2.7"}, // IPv4-mapped: the IPv4 address
+		{"2001:db8:1:2:aaaa:bbbb:cccc:dddd", "2001:db8:1:2::/64"},
+		{"2001:db8:1:2::1", "2001:db8:1:2::/64"},
+		{"2001:db8:1:3::1", "2001:db8:1:3::/64"},
+		{"fe80::1%eth0", "fe80::/64"},
+		{"::1", "::/64"},
+		{"not-an-address", "not-an-address"},
+		{"", ""},
+	}
+	for _, tt := range tests {
+		if got := sourceOf(tt.addr); got != tt.want {
+			t.Errorf("sourceOf(%q) = %q; want %q", tt.addr, got, tt.want)
+		}
+	}
+}
+
+// TestRateLimitIPv6Prefix: an IPv6 host that picks a fresh address in its
+// /64 for every guess is locked out like one address; another /64 is not;
+// an IPv4 address written IPv4-mapped is the same source.
+func TestRateLimitIPv6Prefix(t *testing.T) {
+	h := newHarness(t)
+	web := func(user, password, addr string) error {
+		t.Helper()
+		_, err := h.a.Login(context.Background(), user, password, WebTTY(addr))
+		return err
+	}
+	for i, u := range []string{"alice", "bob", "carol", "mallory"} {
+		if err := web(u, "wrong", fmt.Sprintf("2001:db8:0:7::%x", i+1)); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("failure %d: %v", i+1, err)
+		}
+	}
+	if err := web("dave", testPassword, "2001:db8:0:7:ffff::1"); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("a fresh address in the same /64 after 4 failures from it: %v; want rate limited", err)
+	}
+	if err := web("dave", testPassword, "2001:db8:0:8::1"); err != nil {
+		t.Errorf("another /64: %v; want success", err)
+	}
+
+	for i, u := range []string{"alice", "bob", "carol", "mallory"} {
+		addr := "192.0.2.7"
+		if i%2 == 1 {
+			addr = "::ffff:192.0.2.7"
+		}
+		if err := web(u, "wrong", addr); !errors.Is(err, ErrBadCredentials) {
+			t.Fatalf("IPv4 failure %d: %v", i+1, err)
+		}
+	}
+	if err := web("dave", testPassword, "192.0.2.7"); !errors.Is(err, ErrRateLimited) {
+		t.Errorf("192.0.2.7 after 4 failures, half of them IPv4-mapped: %v; want rate limited", err)
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 
@@ -76,13 +77,37 @@ func (a *Authenticator) loginName(ctx context.Context, typed string) (loginName,
 
 // sourceKey is the failure record's key of the source address addr: a
 // keyed hash like a name's, of a string no typed name can be (a name with
-// a control character never reaches the limiter).
+// a control character never reaches the limiter), of sourceOf(addr).
 func (l *limiter) sourceKey(ctx context.Context, addr string) (string, error) {
 	key, err := l.nameKey(ctx)
 	if err != nil {
 		return "", err
 	}
-	return nameMAC(key, "\x00source\x00"+addr), nil
+	return nameMAC(key, "\x00source\x00"+sourceOf(addr)), nil
+}
+
+// sourceIPv6Bits is the prefix an IPv6 source is counted by: one host (or
+// one customer of a provider) is given a whole /64 and can pick a fresh
+// address in it for every guess.
+const sourceIPv6Bits = 64
+
+// sourceOf is what the rate limit counts a source address as: an IPv4
+// address itself (also written IPv4-mapped, ::ffff:192.0.2.7), an IPv6
+// address by its /64 (the zone dropped), and anything else as given.
+func sourceOf(addr string) string {
+	ip, err := netip.ParseAddr(addr)
+	if err != nil {
+		return addr
+	}
+	ip = ip.Unmap().WithZone("")
+	if ip.Is4() {
+		return ip.String()
+	}
+	p, err := ip.Prefix(sourceIPv6Bits)
+	if err != nil {
+		return addr // cannot happen: an IPv6 address has 128 bits
+	}
+	return p.String()
 }
 
 func nameMAC(key []byte, name string) string {
