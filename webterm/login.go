@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"mime"
 	"net/http"
@@ -33,6 +34,10 @@ const (
 	// hold a login slot for ever.
 	loginTimeout = 60 * time.Second
 )
+
+// loginBodyTimeout bounds the reading of a login's body (a variable for
+// the tests).
+var loginBodyTimeout = 10 * time.Second
 
 // login is a logged-in browser: what its cookie stands for. The table
 // keys it by cookieKey, the SHA-256 of the cookie: the cookie itself is
@@ -96,10 +101,26 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusForbidden, "the login must be sent as application/json")
 		return
 	}
+	// ReadHeaderTimeout bounds only the headers: a body sent a byte a
+	// minute must not hold the connection (and its goroutine) before
+	// anyone has logged in. The deadline goes once the body is read, so
+	// that the connection's background read does not cancel the login
+	// while PAM runs; on an error it stays, for the server's draining
+	// of the body after the answer.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(loginBodyTimeout))
 	var req loginRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxLoginBody))
+	body := http.MaxBytesReader(w, r.Body, maxLoginBody)
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	err := dec.Decode(&req)
+	if err == nil {
+		_, err = io.Copy(io.Discard, body) // the rest (within the cap), under the deadline too
+	}
+	if err == nil {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	if err != nil {
 		// no detail: the error could quote the body, password and all
 		writeError(w, http.StatusBadRequest, "the login must be a JSON object with user and password (at most 4 KiB)")
 		return

@@ -262,7 +262,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		defer cancel()
 		_ = srv.Shutdown(sctx)
 	}()
-	err := srv.Serve(tls.NewListener(ln, s.tls))
+	err := srv.Serve(tls.NewListener(newLimitListener(ln, maxConns, s.log), s.tls))
 	if errors.Is(err, http.ErrServerClosed) {
 		<-done
 		s.children.Wait()

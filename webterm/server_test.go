@@ -735,3 +735,82 @@ func TestServesStatic(t *testing.T) {
 		t.Errorf("GET / is not the web terminal's page:\n%s", b)
 	}
 }
+
+// TestSlowLoginBody: a login whose body never completes loses its
+// connection at the body's deadline, before any login.
+func TestSlowLoginBody(t *testing.T) {
+	old := loginBodyTimeout
+	loginBodyTimeout = 300 * time.Millisecond
+	t.Cleanup(func() { loginBodyTimeout = old })
+	ts := newTestServer(t, nil)
+	conn, err := tls.Dial("tcp", ts.addr, &tls.Config{RootCAs: ts.pool, ServerName: "localhost"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	req := "POST /api/login HTTP/1.1\r\nHost: " + ts.addr + "\r\nOrigin: " + ts.origin() +
+		"\r\nSec-Fetch-Site: same-origin\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{\"user\":\"al"
+	if _, err := io.WriteString(conn, req); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	conn.SetReadDeadline(start.Add(5 * time.Second))
+	_, err = io.Copy(io.Discard, conn) // the 400, then the end of the connection
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("connection still open after %v with the body unfinished; want it closed after %v", time.Since(start).Round(time.Millisecond), loginBodyTimeout)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("connection closed after %v; want about %v", d, loginBodyTimeout)
+	}
+	// a login that sends its body in time still works, and its slow PAM
+	// is not cut short by the deadline
+	go func() { time.Sleep(2 * loginBodyTimeout); close(ts.auth.release) }()
+	resp := ts.do("POST", "/api/login", loginBody("slow", testPassword), nil)
+	if b := body(t, resp); resp.StatusCode != http.StatusOK {
+		t.Errorf("login slower than the body's deadline: %s %s; want 200", resp.Status, b)
+	}
+}
+
+// TestConnectionLimit: a connection over maxConns is closed at once; one
+// that ends gives its place back.
+func TestConnectionLimit(t *testing.T) {
+	old := maxConns
+	maxConns = 2
+	t.Cleanup(func() { maxConns = old })
+	ts := newTestServer(t, nil)
+	dial := func() (*tls.Conn, error) {
+		c, err := net.DialTimeout("tcp", ts.addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(c, &tls.Config{RootCAs: ts.pool, ServerName: "localhost"})
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		return tc, tc.Handshake()
+	}
+	var held []*tls.Conn
+	for range 2 {
+		c, err := dial()
+		if err != nil {
+			t.Fatalf("connection within the limit: %v", err)
+		}
+		held = append(held, c)
+	}
+	if c, err := dial(); err == nil {
+		c.Close()
+		t.Fatal("a third connection with a limit of 2: handshake succeeded; want it closed")
+	}
+	held[0].Close()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		c, err := dial()
+		if err == nil {
+			c.Close()
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a connection after one ended: %v; want its place back", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	held[1].Close()
+}
