@@ -227,10 +227,18 @@ func (a *Authenticator) Login(ctx context.Context, user, password, tty string) (
 	}
 	if limitErr == nil {
 		var wait time.Duration
-		wait, limitErr = a.limiter().beginKeys(ctx, a.now(), keys...)
+		var full bool
+		wait, full, limitErr = a.limiter().beginKeys(ctx, a.now(), isWeb(tty), keys...)
 		if limitErr == nil && wait > 0 {
 			rl := &RateLimitError{RetryAfter: wait}
-			a.audit(resultRateLimited, n.shown, tty, "retry after "+wait.Round(time.Second).String())
+			detail := "retry after " + wait.Round(time.Second).String()
+			if full {
+				// fail closed: making room would lift a running lockout
+				detail = "failed-login table full of running lockouts; " + detail
+				a.log.Warn("login rate limit: the failed-login table is full of running lockouts; refusing new web logins",
+					"max", maxRecords, "tty", tty)
+			}
+			a.audit(resultRateLimited, n.shown, tty, detail)
 			return nil, fmt.Errorf("login: %w", rl)
 		}
 		counted = limitErr == nil

@@ -36,7 +36,9 @@ const (
 	firstLockout   = 5 * time.Second // the wait after the first failure beyond the free ones
 	maxLockout     = 5 * time.Minute // the wait never grows beyond this
 	forgetFailures = 15 * time.Minute
-	// maxRecords bounds the state file when someone tries many names.
+	// maxRecords bounds the state file when someone tries many names or
+	// sources; records whose lockout runs are never evicted for room
+	// (see failureState.evict).
 	maxRecords = 1024
 	// lockWait bounds how long Login waits for another console's
 	// read-modify-write of the state file.
@@ -119,26 +121,55 @@ func (s *failureState) undo(key string) bool {
 }
 
 // prune forgets records older than forgetFailures and keeps at most
-// maxRecords, the most recent ones. It reports whether it changed anything.
+// maxRecords (see evict). It reports whether it changed anything.
 func (s *failureState) prune(now time.Time) bool {
 	n := len(s.Records)
+	s.evict(now, maxRecords)
+	return len(s.Records) != n
+}
+
+// evict brings the table down to at most limit records: it forgets those
+// older than forgetFailures, then, while still above limit, the oldest
+// whose lockout is not running, never one named in keep (an attempt's
+// own records). A record whose lockout is still running is never evicted,
+// or a flood of new names or sources would lift root's lockout. It
+// reports whether the table is now within limit.
+func (s *failureState) evict(now time.Time, limit int, keep ...string) bool {
 	for k, r := range s.Records {
-		if now.Sub(r.Last) > forgetFailures {
+		if now.Sub(r.Last) > forgetFailures && !slices.Contains(keep, k) {
 			delete(s.Records, k)
 		}
 	}
-	if len(s.Records) <= maxRecords {
-		return len(s.Records) != n
+	if len(s.Records) <= limit {
+		return true
 	}
-	keys := make([]string, 0, len(s.Records))
+	var idle []string // evictable: not locked out now, not kept
 	for k := range s.Records {
-		keys = append(keys, k)
+		if s.wait(k, now) == 0 && !slices.Contains(keep, k) {
+			idle = append(idle, k)
+		}
 	}
-	slices.SortFunc(keys, func(a, b string) int { return s.Records[b].Last.Compare(s.Records[a].Last) })
-	for _, k := range keys[maxRecords:] {
+	slices.SortFunc(idle, func(a, b string) int { return s.Records[a].Last.Compare(s.Records[b].Last) })
+	for _, k := range idle {
+		if len(s.Records) <= limit {
+			break
+		}
 		delete(s.Records, k)
 	}
-	return true
+	return len(s.Records) <= limit
+}
+
+// firstUnlock is how long until the first running lockout ends at now,
+// at least a second (the wait a web login gets while the table is full of
+// running lockouts).
+func (s *failureState) firstUnlock(now time.Time) time.Duration {
+	first := maxLockout
+	for k := range s.Records {
+		if w := s.wait(k, now); w > 0 {
+			first = min(first, w)
+		}
+	}
+	return max(first, time.Second)
 }
 
 // limiter reads and updates the failure state under a flock, so that two
@@ -158,28 +189,45 @@ func (l *limiter) lockPath() string  { return filepath.Join(l.dir, "auth-failure
 // and counting before PAM is what makes a hang-up during PAM's fail delay
 // cost as much as a wrong answer.
 func (l *limiter) begin(ctx context.Context, key string, now time.Time) (time.Duration, error) {
-	return l.beginKeys(ctx, now, key)
+	wait, _, err := l.beginKeys(ctx, now, false, key)
+	return wait, err
 }
 
 // beginKeys is begin for an attempt that counts against several records
-// at once (the typed name and the source address of a web login): the
-// wait is the longest of theirs, and an attempt that may go ahead is
+// at once (the name's web record and the source address of a web login):
+// the wait is the longest of theirs, and an attempt that may go ahead is
 // counted against every one, in the same locked step.
-func (l *limiter) beginKeys(ctx context.Context, now time.Time, keys ...string) (time.Duration, error) {
-	var wait time.Duration
-	err := l.update(ctx, now, func(s *failureState) bool {
+//
+// When the attempt needs new records and the table has no room for them,
+// even after evicting every record not locked out, the table is full of
+// running lockouts. Then a web attempt (web) fails closed: full is true
+// and wait is how long until the first lockout ends. A console's attempt
+// is counted all the same, beyond maxRecords: the console is the last way
+// into the host, and its records come at the pace of a person typing.
+func (l *limiter) beginKeys(ctx context.Context, now time.Time, web bool, keys ...string) (wait time.Duration, full bool, err error) {
+	err = l.update(ctx, now, func(s *failureState) bool {
 		for _, k := range keys {
 			wait = max(wait, s.wait(k, now))
 		}
 		if wait > 0 {
 			return false
 		}
+		fresh := 0
+		for _, k := range keys {
+			if _, ok := s.Records[k]; !ok {
+				fresh++
+			}
+		}
+		if fresh > 0 && !s.evict(now, maxRecords-fresh, keys...) && web {
+			full, wait = true, s.firstUnlock(now)
+			return true // evict may have forgotten some
+		}
 		for _, k := range keys {
 			s.fail(k, now)
 		}
 		return true
 	})
-	return wait, err
+	return wait, full, err
 }
 
 // undo takes back the failure begin recorded, for an attempt that the

@@ -628,3 +628,104 @@ func TestRateLimitIPv6Prefix(t *testing.T) {
 		t.Errorf("192.0.2.7 after 4 failures, half of them IPv4-mapped: %v; want rate limited", err)
 	}
 }
+
+// TestFailureStatePruneKeepsRunningLockouts: a flood of new names or
+// sources evicts the oldest records whose lockout is not running, never a
+// running one, however old its last failure; a table full of running
+// lockouts keeps them all.
+func TestFailureStatePruneKeepsRunningLockouts(t *testing.T) {
+	now := time.Date(2026, 3, 4, 9, 0, 0, 0, time.UTC)
+	locked := failureRecord{Failures: freeFailures + 7, Last: now.Add(-time.Minute)} // 5 min, 4 left
+	s := newFailureState()
+	s.Records["root"] = locked
+	s.Records["ran-out"] = failureRecord{Failures: freeFailures + 1, Last: now.Add(-time.Minute)} // 5 s, over
+	for i := range maxRecords + 10 {
+		s.Records[fmt.Sprintf("flood%04d", i)] = failureRecord{Failures: 1, Last: now.Add(time.Duration(i) * time.Millisecond)}
+	}
+	s.prune(now.Add(time.Second))
+	if len(s.Records) != maxRecords {
+		t.Fatalf("%d records after prune; want %d", len(s.Records), maxRecords)
+	}
+	if _, ok := s.Records["root"]; !ok {
+		t.Error("a running lockout (the oldest record) was evicted for a flood of new records")
+	}
+	if _, ok := s.Records["ran-out"]; ok {
+		t.Error("a record whose lockout has run out (the oldest) kept; want it evicted first")
+	}
+	for i := range 11 {
+		if _, ok := s.Records[fmt.Sprintf("flood%04d", i)]; ok {
+			t.Errorf("flood%04d (among the oldest not locked out) kept", i)
+		}
+	}
+
+	full := newFailureState()
+	for i := range maxRecords + 5 {
+		full.Records[fmt.Sprintf("locked%04d", i)] = locked
+	}
+	full.prune(now)
+	if len(full.Records) != maxRecords+5 {
+		t.Errorf("a table of %d running lockouts pruned to %d; want none evicted", maxRecords+5, len(full.Records))
+	}
+}
+
+// TestRateLimitTableFull: with the failed-login table full of running
+// lockouts, a web login that needs new records fails closed (rate
+// limited, PAM not asked, no lockout evicted); a console's login still
+// goes ahead; once a lockout ends its record makes room.
+func TestRateLimitTableFull(t *testing.T) {
+	h := newHarness(t)
+	l := h.a.limiter()
+	now := h.clock.Now()
+	if err := l.update(context.Background(), now, func(s *failureState) bool {
+		for i := range maxRecords {
+			// the first two lockouts end in 5 s, the others in 5 min
+			r := failureRecord{Failures: freeFailures + 7, Last: now}
+			if i < 2 {
+				r.Failures = freeFailures + 1
+			}
+			s.Records[fmt.Sprintf("locked%04d", i)] = r
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		t.Helper()
+		s, err := l.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(s.Records)
+	}
+
+	_, err := h.a.Login(context.Background(), "dave", testPassword, WebTTY("192.0.2.7"))
+	if got := retryAfter(t, err); got != firstLockout {
+		t.Errorf("web login with the table full: RetryAfter %v; want %v (the first lockout's end)", got, firstLockout)
+	}
+	if h.pam.Calls() != 0 {
+		t.Errorf("PAM asked with the table full (%d calls)", h.pam.Calls())
+	}
+	if got := count(); got != maxRecords {
+		t.Errorf("%d records after the refused web login; want the %d lockouts kept", got, maxRecords)
+	}
+	if !strings.Contains(h.logs.String(), "full of running lockouts") {
+		t.Errorf("the full table is not on the logger: %s", h.logs.String())
+	}
+
+	if _, err := h.login("dave", testPassword); err != nil {
+		t.Errorf("dave on tty1 with the table full: %v; want success", err)
+	}
+	if _, err := h.login("alice", "wrong"); !errors.Is(err, ErrBadCredentials) {
+		t.Errorf("alice on tty1 with the table full: %v; want counted and asked", err)
+	}
+	if h.failures(t, "alice") != 1 {
+		t.Errorf("alice's console failure not counted with the table full")
+	}
+
+	// the first two lockouts end: their records (and alice's, not locked
+	// out) make room for the web login's two (name and source)
+	h.clock.Advance(firstLockout)
+	if _, err := h.a.Login(context.Background(), "dave", testPassword, WebTTY("192.0.2.7")); err != nil {
+		t.Errorf("web login after a lockout ended: %v; want success", err)
+	}
+}
