@@ -50,7 +50,9 @@ type Options struct {
 	Static fs.FS
 	// AllowHosts are the names and addresses a browser may use to reach
 	// the server, in the Host header and the WebSocket's Origin: the
-	// certificate's SANs plus --allow-host. Anything else is refused, so a
+	// certificate's SANs plus --allow-host. A wildcard (*.example.org)
+	// stands for one label, as in a certificate; the address a connection
+	// came in on is always accepted. Anything else is refused, so a
 	// name that an attacker points at this host (DNS rebinding) gets
 	// nowhere.
 	AllowHosts []string
@@ -78,12 +80,15 @@ type Options struct {
 // Server is the web terminal: HTTPS only, a login through Authenticator,
 // and per WebSocket a DCUI in a PTY. Safe for concurrent use.
 type Server struct {
-	opts    Options
-	log     *slog.Logger
-	tls     *tls.Config
-	allow   map[string]bool // lower-case names and canonical addresses
-	handler http.Handler
-	logins  chan struct{} // a token per login in progress
+	opts  Options
+	log   *slog.Logger
+	tls   *tls.Config
+	allow map[string]bool // lower-case names and canonical addresses
+	// wildcards are the suffixes of wildcard names (".example.org" for
+	// *.example.org): one label before it matches
+	wildcards []string
+	handler   http.Handler
+	logins    chan struct{} // a token per login in progress
 	// hangupGrace: SIGHUP, then this long before SIGKILL
 	hangupGrace time.Duration
 
@@ -130,20 +135,31 @@ func New(opts Options) (*Server, error) {
 		return nil, fmt.Errorf("%w: idle warning %s: must be shorter than the idle timeout %s", ErrInvalidOptions, opts.IdleWarning, opts.IdleTimeout)
 	}
 	allow := map[string]bool{}
+	var wildcards []string
 	for _, h := range opts.AllowHosts {
 		n := canonicalHost(h)
 		if n == "" || strings.ContainsAny(n, "/:@ ") && !isAddr(n) {
 			return nil, fmt.Errorf("%w: allowed host %q: want a DNS name or an IP address", ErrInvalidOptions, h)
 		}
+		if suffix, ok := strings.CutPrefix(n, "*"); ok && strings.HasPrefix(suffix, ".") && !strings.Contains(suffix, "*") {
+			// a wildcard SAN (*.example.org): one label in its place, as
+			// in a certificate
+			wildcards = append(wildcards, suffix)
+			continue
+		}
+		if strings.Contains(n, "*") {
+			return nil, fmt.Errorf("%w: allowed host %q: a wildcard is only a whole first label (*.example.org)", ErrInvalidOptions, h)
+		}
 		allow[n] = true
 	}
-	if len(allow) == 0 {
+	if len(allow) == 0 && len(wildcards) == 0 {
 		return nil, fmt.Errorf("%w: no allowed host names (the certificate's names and --allow-host)", ErrInvalidOptions)
 	}
 	s := &Server{
 		opts:        opts,
 		log:         opts.Logger,
 		allow:       allow,
+		wildcards:   wildcards,
 		logins:      make(chan struct{}, opts.MaxLogins),
 		hangupGrace: hangupGrace,
 		sessions:    map[string]*login{},
@@ -215,7 +231,7 @@ func (s *Server) headers(next http.Handler) http.Handler {
 // attacker controls (DNS rebinding) reaches nothing.
 func (s *Server) checkHost(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.allowed(hostOfHostPort(r.Host)) {
+		if !s.allowed(r, hostOfHostPort(r.Host)) {
 			s.log.Warn("web terminal: request for a host name not served", "host", r.Host, "source", sourceAddr(r))
 			writeError(w, http.StatusMisdirectedRequest, "this server does not serve "+quoteHost(r.Host))
 			return
@@ -224,9 +240,46 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) allowed(host string) bool {
+// allowed says whether a browser may reach the server by host in r: a
+// name or address on the list, a name one label under a wildcard, or the
+// very address r came in on. A DNS rebinding attack always uses a name,
+// so the connection's own address is safe, and a host whose address
+// changed (DHCP) is reachable by the new one without a restart.
+func (s *Server) allowed(r *http.Request, host string) bool {
 	h := canonicalHost(host)
-	return h != "" && s.allow[h]
+	switch {
+	case h == "":
+		return false
+	case s.allow[h]:
+		return true
+	}
+	if a, err := netip.ParseAddr(h); err == nil {
+		la, ok := localAddr(r)
+		return ok && a == la
+	}
+	for _, suffix := range s.wildcards {
+		if label, ok := strings.CutSuffix(h, suffix); ok && label != "" && !strings.Contains(label, ".") && validDNSName(h) {
+			return true
+		}
+	}
+	return false
+}
+
+// localAddr is the address of this host that r's connection came in on.
+func localAddr(r *http.Request) (netip.Addr, bool) {
+	la, _ := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	ap, err := netip.ParseAddrPort(addrString(la))
+	if err != nil {
+		return netip.Addr{}, false
+	}
+	return ap.Addr().Unmap().WithZone(""), true
+}
+
+func addrString(a net.Addr) string {
+	if a == nil {
+		return ""
+	}
+	return a.String()
 }
 
 // Serve serves HTTPS on ln until ctx ends, then shuts down: every

@@ -132,6 +132,10 @@ func (f *fakeAuth) Login(ctx context.Context, user, password, tty string) (*auth
 		if password == testPassword {
 			return nil, fmt.Errorf("login %q: %w: not root and not a member of group %q", user, auth.ErrNotAdmin, "virtcon-admin")
 		}
+	case "expired":
+		if password == testPassword {
+			return nil, fmt.Errorf("login %q: %w: User account has expired", user, auth.ErrAccount)
+		}
 	case "slow":
 		f.entered <- struct{}{}
 		select {
@@ -415,7 +419,10 @@ func TestLogin(t *testing.T) {
 	}{
 		{"wrong password", "alice", "nope", 401, `{"error":"Login incorrect"}`},
 		{"unknown user", "nobody", "nope", 401, `{"error":"Login incorrect"}`},
-		{"not an admin", "carol", testPassword, 401, "not allowed"},
+		// the right password of an account that may not log in gets the
+		// same answer: other words would confirm the password
+		{"not an admin", "carol", testPassword, 401, `{"error":"Login incorrect"}`},
+		{"account refused", "expired", testPassword, 401, `{"error":"Login incorrect"}`},
 		{"rate limited", "limited", "x", 429, "try again in 5 s"},
 		{"PAM broken", "broken", "x", 503, "login is unavailable"},
 	}
@@ -433,6 +440,12 @@ func TestLogin(t *testing.T) {
 				t.Errorf("Retry-After %q; want 5", resp.Header.Get("Retry-After"))
 			}
 		})
+	}
+	// the server's log keeps the reasons the answers leave out
+	for _, w := range []string{"web login refused: not an admin", "web login refused: account refused"} {
+		if !strings.Contains(ts.logs.String(), w) {
+			t.Errorf("the server's log lacks %q", w)
+		}
 	}
 }
 
@@ -813,4 +826,57 @@ func TestConnectionLimit(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	held[1].Close()
+}
+
+// TestAllowedHosts: besides the list, the address the connection came in
+// on (a new DHCP address needs no restart) and one label under a
+// wildcard name; nothing else.
+func TestAllowedHosts(t *testing.T) {
+	ts := newTestServer(t, func(o *Options) {
+		o.AllowHosts = []string{"localhost", "*.example.org"}
+		o.MaxPerUser = 8
+		o.MaxSessions = 8
+	})
+	port := ts.addr[strings.LastIndex(ts.addr, ":")+1:]
+	for _, tt := range []struct {
+		host string
+		code int
+	}{
+		{"localhost:" + port, 200},
+		{ts.addr, 200}, // 127.0.0.1: not on the list, the connection's own address
+		{"127.0.0.2:" + port, 421},
+		{"[::1]:" + port, 421},
+		{"a.example.org:" + port, 200},
+		{"A.Example.Org.:" + port, 200},
+		{"a.b.example.org:" + port, 421},
+		{"example.org:" + port, 421},
+		{".example.org:" + port, 421},
+		{"a.example.org.evil.example:" + port, 421},
+	} {
+		resp := ts.do("GET", "/", "", map[string]string{"Host": tt.host})
+		if b := body(t, resp); resp.StatusCode != tt.code {
+			t.Errorf("Host %s: %s %s; want %d", tt.host, resp.Status, b, tt.code)
+		}
+	}
+	cookie, _ := ts.login("alice")
+	for _, tt := range []struct {
+		host, origin string
+		code         int
+	}{
+		{ts.addr, "https://" + ts.addr, 101},
+		{"a.example.org:" + port, "https://a.example.org:" + port, 101},
+		{"a.b.example.org:" + port, "https://a.b.example.org:" + port, 421},
+	} {
+		code, _ := ts.rawUpgrade("GET", tt.host, map[string]string{"Origin": tt.origin, "Cookie": CookieName + "=" + cookie})
+		if code != tt.code {
+			t.Errorf("WebSocket with Host %s, Origin %s: %d; want %d", tt.host, tt.origin, code, tt.code)
+		}
+	}
+	for _, bad := range []string{"a.*.example.org", "*example.org", "*"} {
+		o := Options{Layout: ts.layout, Certificate: ts.srv.opts.Certificate, Static: testStatic,
+			AllowHosts: []string{bad}, Authenticator: newFakeAuth(), DCUI: "/usr/bin/dcui"}
+		if _, err := New(o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "wildcard") {
+			t.Errorf("allowed host %q: New = %v; want ErrInvalidOptions about the wildcard", bad, err)
+		}
+	}
 }

@@ -288,7 +288,7 @@ func (s *Server) checkOrigin(r *http.Request) error {
 	if err != nil || u.Scheme != "https" || u.Host == "" || o != "https://"+u.Host {
 		return fmt.Errorf("origin %q: want https://HOST[:PORT]", trim(o))
 	}
-	if !s.allowed(u.Hostname()) {
+	if !s.allowed(r, u.Hostname()) {
 		return fmt.Errorf("origin %q: not a name this server serves", trim(o))
 	}
 	if !sameHostPort(u.Host, r.Host) {
