@@ -175,12 +175,16 @@ func (s *Server) loginRefused(w http.ResponseWriter, src string, err error) {
 		s.log.Warn("web login refused: bad credentials", "source", src)
 		// one answer for an unknown user and a wrong password
 		writeError(w, http.StatusUnauthorized, "Login incorrect")
-	case errors.Is(err, auth.ErrNotAdmin):
-		s.log.Warn("web login refused: not an admin", "source", src)
-		writeError(w, http.StatusUnauthorized, "not allowed: only root and members of the admin group may manage this host")
-	case errors.Is(err, auth.ErrAccount):
-		s.log.Warn("web login refused: account refused", "source", src)
-		writeError(w, http.StatusUnauthorized, "account refused (expired or locked?): ask an administrator to check it")
+	case errors.Is(err, auth.ErrNotAdmin), errors.Is(err, auth.ErrAccount):
+		// These come only once PAM has accepted the password: words of
+		// their own would tell the network that the password was right.
+		// The audit log and this log keep the reason; the consoles say it.
+		reason := "not an admin"
+		if errors.Is(err, auth.ErrAccount) {
+			reason = "account refused"
+		}
+		s.log.Warn("web login refused: "+reason, "source", src)
+		writeError(w, http.StatusUnauthorized, "Login incorrect")
 	default:
 		// the machinery failed (PAM stack, helper, user database): not
 		// the operator's fault, and nothing to retry at once
