@@ -35,6 +35,11 @@ var ErrNotPipe = errors.New("not a pipe")
 
 const maxIdentity = 4 << 10
 
+// ExitLoggedOut is the exit status of a web session's DCUI whose user
+// logged out or locked it (F12/x, F2/l): the server then ends the whole
+// login, every tab of it, and its cookie, not only this session.
+const ExitLoggedOut = 10
+
 // ReadIdentity reads a session's identity from f, which must be a pipe,
 // to its end (the server closed its side), and closes f. The caller
 // checks that it runs as root: only a root process can hand a DCUI its

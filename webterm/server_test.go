@@ -50,7 +50,9 @@ func init() { reexec.Register(fakeDCUIMode, fakeDCUI) }
 // fakeDCUI stands in for the dcui program: it reads its identity as the
 // DCUI does, then reports it, its PID and its terminal's size (again on
 // every SIGWINCH), and answers each input line: "quit" exits 0, "crash"
-// exits 3, "pid" prints the PID again, anything else is echoed. A user "hupproof" ignores SIGHUP.
+// exits 3, "logout" exits ExitLoggedOut (F12/x in a web session's DCUI),
+// "pid" prints the PID again, anything else is echoed. A user "hupproof"
+// ignores SIGHUP.
 func fakeDCUI() int {
 	if len(os.Args) < 3 || os.Args[1] != "--web-session-fd" || os.Args[2] != "3" {
 		fmt.Printf("BADARGS %q\n", os.Args[1:])
@@ -93,6 +95,8 @@ func fakeDCUI() int {
 			return 0
 		case "crash":
 			return 3
+		case "logout":
+			return ExitLoggedOut
 		case "pid":
 			fmt.Printf("PID %d\n", os.Getpid())
 		default:

@@ -198,16 +198,23 @@ func (t *terminal) reap() {
 	if err != nil {
 		status = err.Error()
 	}
+	loggedOut := false
 	if !ending {
 		why = endLastTerm
 		why.exit = true
-		if err != nil {
+		var ee *exec.ExitError
+		switch {
+		case errors.As(err, &ee) && ee.ExitCode() == ExitLoggedOut:
+			// the user logged out (or locked) in the DCUI: the login
+			// ends, in every tab, not just this session
+			why, loggedOut = endLogout, true
+		case err != nil:
 			why.reason = "the DCUI ended: " + status
 		}
 	}
 	s.log.Info("web session end", "user", l.ident.User, "login", l.id, "session", t.id, "pid", t.pid,
 		"status", status, "reason", why.reason, "duration", time.Since(t.start).Round(time.Second).String())
-	if last {
+	if last || loggedOut {
 		// a login lives as long as its sessions: one whose last DCUI
 		// quit, or was not reattached in time, needs a new login (the
 		// cookie is dead before the browser hears of the end)

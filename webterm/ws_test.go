@@ -642,3 +642,51 @@ func TestRefusedUpgradeStartsNoDCUI(t *testing.T) {
 		t.Errorf("offering chat and ours: %d %q; want 101 %s", code, proto, Subprotocol)
 	}
 }
+
+// TestLogoutInDCUIEndsLogin: a DCUI that exits with ExitLoggedOut (its
+// user logged out or locked) ends the whole login: every tab closed with
+// 4003, every DCUI reaped, the cookie dead. A plain quit in one tab of
+// two ends that tab only.
+func TestLogoutInDCUIEndsLogin(t *testing.T) {
+	ts := newTestServer(t, nil)
+	cookie, _ := ts.login("alice")
+	a, _ := ts.dialWS(cookie, ts.origin(), 80, 24)
+	b, _ := ts.dialWS(cookie, ts.origin(), 80, 24)
+	if a == nil || b == nil {
+		t.Fatal("two tabs: a WebSocket refused")
+	}
+	pa, pb := a.pid(), b.pid()
+	a.send("logout\r")
+	for i, w := range []*wsClient{a, b} {
+		if code := w.closed(5 * time.Second); code != 4003 {
+			t.Errorf("tab %d: close code %d; want 4003 (logged out)", i+1, code)
+		}
+	}
+	waitReaped(t, pa, 5*time.Second)
+	waitReaped(t, pb, 5*time.Second)
+	if code := ts.sessionCode(cookie); code != 401 {
+		t.Errorf("session after the logout in the DCUI: %d; want 401", code)
+	}
+	if w, code := ts.dialWS(cookie, ts.origin(), 80, 24); w != nil || code != 401 {
+		t.Errorf("a WebSocket after the logout in the DCUI: %d; want 401", code)
+	}
+
+	cookie, _ = ts.login("bob")
+	a, _ = ts.dialWS(cookie, ts.origin(), 80, 24)
+	b, _ = ts.dialWS(cookie, ts.origin(), 80, 24)
+	a.pid()
+	b.pid()
+	a.send("quit\r")
+	if code := a.closed(5 * time.Second); code != websocket.StatusNormalClosure {
+		t.Errorf("quit: close code %d; want 1000", code)
+	}
+	if code := ts.sessionCode(cookie); code != 200 {
+		t.Errorf("session after quitting one tab of two: %d; want 200", code)
+	}
+	b.send("pid\r")
+	select {
+	case <-b.done:
+		t.Error("the other tab ended with a quit in the first")
+	case <-time.After(200 * time.Millisecond):
+	}
+}

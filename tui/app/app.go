@@ -144,8 +144,16 @@ type Model struct {
 	// quitting: the quit key was pressed while a network change is on
 	// trial; the dialog asks first (y quits, any other key cancels)
 	quitting bool
-	ticks    int
+	// loggedOut: a web session (Options.LoggedIn) ends because its user
+	// logged out or locked, not only quit
+	loggedOut bool
+	ticks     int
 }
+
+// LoggedOut says whether the program ended because the user of a web
+// session (Options.LoggedIn) logged out or locked: its web terminal then
+// ends the whole login, not only this session.
+func (m *Model) LoggedOut() bool { return m.loggedOut }
 
 // New returns the app. pages are the screens after login, in tab order.
 func New(c common.Common, status Status, pages []Page, a Authenticator, lk Locker, idle Idle, opts Options) *Model {

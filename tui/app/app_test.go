@@ -672,13 +672,22 @@ func TestLoggedInWebSession(t *testing.T) {
 		t.Errorf("VMs activated %d times; want 1 (logged in)", r.vms.activated)
 	}
 	for _, k := range []string{"x", "l"} {
+		r.m.loggedOut = false
 		_, cmd := r.m.Update(tuitest.Key(k))
 		if !quits(cmd) {
 			t.Errorf("%s in a web session: does not quit; want the program (and the web session) to end", k)
 		}
+		if !r.m.LoggedOut() {
+			t.Errorf("%s in a web session: LoggedOut false; want true (the web terminal ends the whole login)", k)
+		}
 	}
 	if r.released == 0 {
 		t.Error("the console lock was not given back on the way out")
+	}
+	q := newRig(t, term.Plain, Options{TTY: "web/9a9b9c9d", LoggedIn: "alice"})
+	q.drain(q.m.Init(), 0)
+	if _, cmd := q.m.Update(tuitest.Key("q")); !quits(cmd) || q.m.LoggedOut() {
+		t.Errorf("q in a web session: quits %v, LoggedOut %v; want a quit that is no logout (that tab only)", quits(cmd), q.m.LoggedOut())
 	}
 
 	ro := newRig(t, term.Plain, Options{TTY: "web/5e6f7a8b", LoggedIn: "bob"})

@@ -32,6 +32,7 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 			m.releaseLock()
 			return m, tea.Quit
 		}
+		m.loggedOut = false
 		m.setMessage(styles.Info, "quit cancelled: the change is still on trial")
 		return m, nil
 	}
@@ -62,7 +63,8 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 		return m, m.form.focus()
 	case (key.Matches(msg, k.Lock) || key.Matches(msg, k.Logout)) && m.mode == modePages && m.opts.LoggedIn != "":
 		// a web session has no login form behind it: its server ran PAM
-		// and ends the session when the program does
+		// and ends the whole login when the program ends logged out
+		m.loggedOut = true
 		return m.quit()
 	case key.Matches(msg, k.Lock) && m.mode == modePages:
 		m.lock("by " + m.c.Session.User)

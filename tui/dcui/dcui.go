@@ -275,9 +275,13 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		case <-finished:
 		}
 	}()
-	_, err = p.Run()
+	final, err := p.Run()
 	close(finished)
 	m.Close()
+	if fm, ok := final.(*app.Model); ok && err == nil && fm.LoggedOut() {
+		log.Info("dcui exit", "reason", "the web session's user logged out")
+		return ErrLoggedOut
+	}
 	if err == nil && ctx.Err() != nil {
 		log.Info("dcui exit", "reason", context.Cause(ctx).Error())
 		return nil
@@ -294,6 +298,11 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	log.Info("dcui exit")
 	return nil
 }
+
+// ErrLoggedOut is Run's answer when the user of a web session logged
+// out or locked: Main exits with webterm.ExitLoggedOut, on which the web
+// terminal ends the whole login (every tab), not only this session.
+var ErrLoggedOut = errors.New("dcui: the web session's user logged out")
 
 // quitGrace is how long a session that ended gets to quit before it is
 // killed.
@@ -410,6 +419,8 @@ func Main(ctx context.Context) (code int) {
 		WebSession: web,
 	})
 	switch {
+	case errors.Is(err, ErrLoggedOut):
+		return webterm.ExitLoggedOut
 	case errors.Is(err, tea.ErrProgramPanic):
 		fmt.Fprintln(os.Stderr, "dcui: internal error, see", logPath)
 		return 1

@@ -139,7 +139,7 @@ func TestMainRefusesWebSessionFD(t *testing.T) {
 
 // TestRunWebSession: a web session starts logged in as its user, without
 // the login form, takes the console lock as web/<session>, and ends when
-// the user logs out.
+// the user logs out, with ErrLoggedOut (Main exits webterm.ExitLoggedOut).
 func TestRunWebSession(t *testing.T) {
 	master, slave := openPTY(t, 100, 30)
 	out := &ptyOutput{}
@@ -179,8 +179,8 @@ func TestRunWebSession(t *testing.T) {
 	}
 	select {
 	case err := <-done:
-		if err != nil {
-			t.Errorf("Run = %v after logout; want nil", err)
+		if !errors.Is(err, ErrLoggedOut) {
+			t.Errorf("Run = %v after logout; want ErrLoggedOut (the web terminal ends the whole login)", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run still running 5 s after the web session's user logged out")
