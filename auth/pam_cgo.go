@@ -55,9 +55,9 @@ func pamTransaction(service, user, password, tty string) (err error) {
 			err = &pamError{step: "end", status: endErr}
 		}
 	}()
-	if tty != "" {
-		if err := tx.SetItem(pam.Tty, tty); err != nil {
-			return &pamError{step: "set tty", status: err}
+	for _, it := range pamItems(tty) {
+		if err := tx.SetItem(it.item, it.value); err != nil {
+			return &pamError{step: it.step, status: err}
 		}
 	}
 	// DisallowNullAuthtok: an account with an empty password does not get
@@ -76,6 +76,29 @@ func pamTransaction(service, user, password, tty string) (err error) {
 		return &pamError{step: "authenticate", status: fmt.Errorf("PAM changed the user name to %q, which virtcon does not support", got)}
 	}
 	return nil
+}
+
+// pamItem is one item a transaction sets before Authenticate.
+type pamItem struct {
+	item  pam.Item
+	value string
+	step  string // names a failure to set it
+}
+
+// pamItems are the items a transaction on tty sets: PAM_TTY, and for a
+// web login (WebTTY) PAM_RHOST, its source address, for modules that
+// judge where a login comes from (pam_access "from" fields, the rhost=
+// that fail2ban reads in pam_unix's failure lines). The helper process
+// derives it from the tty it is given, so its request needs nothing more.
+func pamItems(tty string) []pamItem {
+	var items []pamItem
+	if tty != "" {
+		items = append(items, pamItem{pam.Tty, tty, "set tty"})
+	}
+	if rhost := SourceOf(tty); rhost != "" {
+		items = append(items, pamItem{pam.Rhost, rhost, "set rhost"})
+	}
+	return items
 }
 
 // conversation answers PAM's prompts for one transaction.

@@ -5,6 +5,7 @@ package auth
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 
@@ -90,5 +91,29 @@ func TestRealPAMDoneContext(t *testing.T) {
 	err := realPAM(ctx, "virtcon-test-never-installed", "alice", "pw", "tty1")
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("realPAM with a done context = %v; want context.Canceled", err)
+	}
+}
+
+// TestPAMItems: a web login's transaction tells PAM where it comes from
+// (PAM_RHOST, for pam_access and fail2ban); a console's names only its tty.
+func TestPAMItems(t *testing.T) {
+	tests := []struct {
+		tty  string
+		want map[pam.Item]string
+	}{
+		{"tty1", map[pam.Item]string{pam.Tty: "tty1"}},
+		{"pts/3", map[pam.Item]string{pam.Tty: "pts/3"}},
+		{WebTTY("192.0.2.7"), map[pam.Item]string{pam.Tty: "web:192.0.2.7", pam.Rhost: "192.0.2.7"}},
+		{WebTTY("2001:db8::5"), map[pam.Item]string{pam.Tty: "web:2001:db8::5", pam.Rhost: "2001:db8::5"}},
+		{"", map[pam.Item]string{}},
+	}
+	for _, tt := range tests {
+		got := map[pam.Item]string{}
+		for _, it := range pamItems(tt.tty) {
+			got[it.item] = it.value
+		}
+		if !maps.Equal(got, tt.want) {
+			t.Errorf("pamItems(%q) = %v; want %v", tt.tty, got, tt.want)
+		}
 	}
 }

@@ -209,3 +209,55 @@ func TestLoginIntegrationHangUp(t *testing.T) {
 		t.Errorf("after a caller gave up in PAM: %d failures recorded; want 2", got)
 	}
 }
+
+// TestLoginIntegrationRhost: a web login hands PAM its source address as
+// PAM_RHOST, so that pam_access's "from" rules apply to it: a rule
+// refusing 192.0.2.66 refuses the web login from there (account refused)
+// and not one from elsewhere, in this process and through the helper.
+func TestLoginIntegrationRhost(t *testing.T) {
+	if !PAMAvailable {
+		t.Skip("built without cgo: PAM login unavailable")
+	}
+	pamtest.RequireRootPAM(t)
+	const module = "/lib/x86_64-linux-gnu/security/pam_access.so"
+	if _, err := os.Stat(module); err != nil {
+		t.Skipf("pam_access not installed (libpam-modules): %v", err)
+	}
+	group := pamtest.CreateGroup(t)
+	const password = "Corr3ct-h0rse-Battery-staple"
+	user := pamtest.CreateUser(t, password, group)
+
+	access := filepath.Join(t.TempDir(), "access.conf")
+	if err := os.WriteFile(access, []byte("-:ALL:192.0.2.66\n+:ALL:ALL\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.CreateTemp("/etc/pam.d", "virtcon-test-rhost-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(f.Name()) })
+	stack := "auth required pam_unix.so\n" +
+		"account required pam_access.so accessfile=" + access + "\n" +
+		"account required pam_unix.so\n"
+	if _, err := f.WriteString(stack); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	service := filepath.Base(f.Name())
+
+	for _, proc := range []struct{ name, exe string }{{"in process", ""}, {"helper", os.Args[0]}} {
+		t.Run(proc.name, func(t *testing.T) {
+			a := New(paths.New(t.TempDir()), nil, Options{Service: service, Group: group, PAMProcess: proc.exe})
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := a.Login(ctx, user, password, WebTTY("192.0.2.66")); !errors.Is(err, ErrAccount) {
+				t.Errorf("web login from 192.0.2.66, refused by pam_access: %v; want ErrAccount", err)
+			}
+			if _, err := a.Login(ctx, user, password, WebTTY("192.0.2.67")); err != nil {
+				t.Errorf("web login from 192.0.2.67: %v; want success", err)
+			}
+		})
+	}
+}
