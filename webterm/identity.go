@@ -40,8 +40,8 @@ const maxIdentity = 4 << 10
 // login, every tab of it, and its cookie, not only this session.
 const ExitLoggedOut = 10
 
-// ReadIdentity reads a session's identity from f, which must be a pipe,
-// to its end (the server closed its side), and closes f. The caller
+// ReadIdentity reads a session's identity from f, which must be an
+// anonymous pipe, to its end (the server closed its side), and closes f. The caller
 // checks that it runs as root: only a root process can hand a DCUI its
 // user this way.
 func ReadIdentity(f *os.File) (*Identity, error) {
@@ -52,6 +52,13 @@ func ReadIdentity(f *os.File) (*Identity, error) {
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return nil, fmt.Errorf("web session identity on fd %d: %w", f.Fd(), ErrNotPipe)
+	}
+	// and an anonymous pipe (pipe(2)), not a FIFO made with mkfifo that
+	// anyone allowed into its directory could open and write
+	if link, err := os.Readlink(fmt.Sprintf("/proc/self/fd/%d", f.Fd())); err != nil {
+		return nil, fmt.Errorf("web session identity on fd %d: %w", f.Fd(), err)
+	} else if !strings.HasPrefix(link, "pipe:[") {
+		return nil, fmt.Errorf("web session identity on fd %d: %w: a named FIFO (%s), want an anonymous pipe", f.Fd(), ErrNotPipe, trim(link))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxIdentity+1))
 	if err != nil {

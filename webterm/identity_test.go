@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // pipeWith is the read end of a pipe holding data, its write end closed.
@@ -58,6 +60,25 @@ func TestReadIdentity(t *testing.T) {
 	}
 	if _, err := ReadIdentity(f); !errors.Is(err, ErrNotPipe) {
 		t.Errorf("from a file: %v; want ErrNotPipe", err)
+	}
+	// so is a named FIFO (mkfifo), which anyone allowed in its directory
+	// could open and fill
+	fifo := filepath.Join(t.TempDir(), "identity.fifo")
+	if err := unix.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.WriteString(good)
+			w.Close()
+		}
+	}()
+	ff, err := os.Open(fifo) // blocks until the writer opens it
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadIdentity(ff); !errors.Is(err, ErrNotPipe) {
+		t.Errorf("from a named FIFO: %v; want ErrNotPipe", err)
 	}
 	dn, err := os.Open(os.DevNull)
 	if err != nil {
