@@ -7,12 +7,14 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"io/fs"
+	"maps"
 	"mime"
 	"os"
 	"os/exec"
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -290,6 +292,45 @@ func TestStaticJSSyntax(t *testing.T) {
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Run(); err != nil {
 			t.Errorf("node --check %s: %v\n%s", name, err, out.String())
+		}
+	}
+}
+
+// TestPageControlFramesAreSent: every control frame the page acts on is
+// one the server sends (a {"t": …} in its Go source); a handler for a
+// frame that never comes is dead code that reads as a feature.
+func TestPageControlFramesAreSent(t *testing.T) {
+	js, err := fs.ReadFile(Static, "app.js")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := map[string]bool{}
+	srcs, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range srcs {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range regexp.MustCompile(`controlMsg\{T: "([a-z-]+)"`).FindAllStringSubmatch(string(b), -1) {
+			sent[m[1]] = true
+		}
+	}
+	if len(sent) == 0 {
+		t.Fatal("no control frame found in the server's source; the pattern is stale")
+	}
+	handled := regexp.MustCompile(`m\.t === '([a-z-]+)'`).FindAllStringSubmatch(string(js), -1)
+	if len(handled) == 0 {
+		t.Fatal("app.js handles no control frame; the pattern is stale")
+	}
+	for _, m := range handled {
+		if !sent[m[1]] {
+			t.Errorf("app.js handles control frame %q, which the server never sends (it sends %v)", m[1], slices.Sorted(maps.Keys(sent)))
 		}
 	}
 }

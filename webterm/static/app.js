@@ -222,9 +222,9 @@ function control(text) {
   } else if (m.t === 'exit') {
     exitReason = m.reason ? `The session ended: ${m.reason}` : 'The session ended.';
     say(exitReason);
-  } else if (m.t === 'readonly') {
-    say(`read-only: the console is held by ${m.holder || 'another session'}`);
   }
+  // (read-only is the DCUI's own: its header says [RO] and who holds the
+  // console lock; the server sends no control frame for it)
 }
 
 // retry reconnects an unexpectedly closed socket every second for up to
