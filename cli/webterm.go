@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -154,12 +155,13 @@ func runWebterm(ctx context.Context, env *Env, log *slog.Logger, o *webtermOptio
 	if err != nil {
 		return fmt.Errorf("web terminal: the host's names: %w", err)
 	}
-	cert, err := webterm.EnsureCert(ctx, log, webterm.CertOptions{
+	certOpts := webterm.CertOptions{
 		Dir:      filepath.Join(layout.ConfigDir(), "tls"),
 		StateDir: filepath.Join(layout.StateDir(), "webterm"),
 		Names:    names,
 		Addrs:    addrs,
-	})
+	}
+	cert, err := webterm.EnsureCert(ctx, log, certOpts)
 	if err != nil {
 		return fmt.Errorf("web terminal: %w", err)
 	}
@@ -194,6 +196,16 @@ func runWebterm(ctx context.Context, env *Env, log *slog.Logger, o *webtermOptio
 			log.Error("web terminal: record not removed", "err", err)
 		}
 	}()
+	// a server up for a year would serve an expired certificate: check
+	// it daily, with the host's names as they are then
+	go renewCert(ctx, log, srv, cert.SHA256, func(ctx context.Context) (*webterm.Cert, error) {
+		if names, addrs, err := webterm.LocalNames(env.HostRoot); err == nil {
+			certOpts.Names, certOpts.Addrs = names, addrs
+		}
+		return webterm.EnsureCert(ctx, log, certOpts)
+	}, func(c *webterm.Cert) error {
+		return webterm.Write(layout, webterm.Record{Listen: bound, URLs: webtermURLs(bound, c.SANs), CertSHA256: c.SHA256})
+	})
 	log.Info("web terminal listening", "listen", bound, "urls", strings.Join(urls, " "), "certSha256", cert.SHA256,
 		"certificate", cert.Source, "dcui", dcui)
 	for _, u := range urls {
@@ -205,6 +217,42 @@ func runWebterm(ctx context.Context, env *Env, log *slog.Logger, o *webtermOptio
 	}
 	log.Info("web terminal stopped")
 	return nil
+}
+
+// webtermRenewEvery is how often a running web terminal checks its
+// certificate (EnsureCert remakes a self-made one with fewer than 30 days
+// left or when the host's names changed); a test seam.
+var webtermRenewEvery = 24 * time.Hour
+
+// renewCert runs ensure every webtermRenewEvery until ctx ends; a
+// certificate other than the one served goes to srv (new handshakes) and
+// to the record (recorded), so that the fingerprint the DCUI shows is the
+// one the browser sees.
+func renewCert(ctx context.Context, log *slog.Logger, srv interface{ SetCertificate(tls.Certificate) }, serving string,
+	ensure func(context.Context) (*webterm.Cert, error), recorded func(*webterm.Cert) error) {
+	t := time.NewTicker(webtermRenewEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		c, err := ensure(ctx)
+		if err != nil {
+			log.Error("web terminal: certificate check failed; serving the one it has", "err", err)
+			continue
+		}
+		if c.SHA256 == serving {
+			continue
+		}
+		srv.SetCertificate(c.TLS)
+		serving = c.SHA256
+		if err := recorded(c); err != nil {
+			log.Error("web terminal: record not updated with the renewed certificate", "err", err)
+		}
+		log.Info("web terminal: serving a renewed certificate", "certSha256", c.SHA256, "certificate", c.Source, "notAfter", c.NotAfter)
+	}
 }
 
 // webtermURLs are the addresses an operator can open: for a listener on

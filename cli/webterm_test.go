@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -216,5 +218,75 @@ func TestWebtermURLs(t *testing.T) {
 		if strings.Join(got, " ") != strings.Join(tt.want, " ") {
 			t.Errorf("webtermURLs(%s) = %q; want %q", tt.bound, got, tt.want)
 		}
+	}
+}
+
+type certSink struct {
+	mu  sync.Mutex
+	got []tls.Certificate
+}
+
+func (c *certSink) SetCertificate(cert tls.Certificate) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.got = append(c.got, cert)
+}
+
+func (c *certSink) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.got)
+}
+
+// A running web terminal checks its certificate on a timer: the same one
+// changes nothing; a renewed one is served and recorded, once.
+func TestWebtermRenewCert(t *testing.T) {
+	old := webtermRenewEvery
+	webtermRenewEvery = 5 * time.Millisecond
+	t.Cleanup(func() { webtermRenewEvery = old })
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	checks, records := 0, []string{}
+	sink := &certSink{}
+	renewed := tls.Certificate{Certificate: [][]byte{[]byte("renewed")}}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		renewCert(ctx, slog.New(slog.DiscardHandler), sink, "AA:AA", func(context.Context) (*webterm.Cert, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			checks++
+			switch {
+			case checks < 3:
+				return &webterm.Cert{SHA256: "AA:AA"}, nil
+			case checks == 3:
+				return nil, errors.New("disk on fire")
+			}
+			return &webterm.Cert{SHA256: "BB:BB", TLS: renewed}, nil
+		}, func(c *webterm.Cert) error {
+			mu.Lock()
+			defer mu.Unlock()
+			records = append(records, c.SHA256)
+			return nil
+		})
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		mu.Lock()
+		n := checks
+		mu.Unlock()
+		if n >= 8 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	if sink.count() != 1 || string(sink.got[0].Certificate[0]) != "renewed" {
+		t.Errorf("certificates served: %d; want the renewed one, once", sink.count())
+	}
+	if len(records) != 1 || records[0] != "BB:BB" {
+		t.Errorf("records written: %v; want the renewed fingerprint once", records)
 	}
 }

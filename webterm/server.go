@@ -13,6 +13,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/virtcon/virtcon/auth"
@@ -83,7 +84,8 @@ type Server struct {
 	opts  Options
 	log   *slog.Logger
 	tls   *tls.Config
-	allow map[string]bool // lower-case names and canonical addresses
+	cert  atomic.Pointer[tls.Certificate] // what new handshakes get (SetCertificate)
+	allow map[string]bool                 // lower-case names and canonical addresses
 	// wildcards are the suffixes of wildcard names (".example.org" for
 	// *.example.org): one label before it matches
 	wildcards []string
@@ -165,13 +167,15 @@ func New(opts Options) (*Server, error) {
 		sessions:    map[string]*login{},
 		ctx:         context.Background(),
 		tls: &tls.Config{
-			MinVersion:   tls.VersionTLS12,
-			Certificates: []tls.Certificate{opts.Certificate},
+			MinVersion: tls.VersionTLS12,
 			// HTTP/1.1 only: the WebSocket upgrade needs it, and one
 			// protocol is one set of behaviours to get right.
 			NextProtos: []string{"http/1.1"},
 		},
 	}
+	cert := opts.Certificate
+	s.cert.Store(&cert)
+	s.tls.GetCertificate = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return s.cert.Load(), nil }
 	s.handler = s.routes()
 	return s, nil
 }
@@ -335,6 +339,10 @@ func (s *Server) Handler() http.Handler { return s.handler }
 
 // TLSConfig is the configuration Serve wraps its listener in.
 func (s *Server) TLSConfig() *tls.Config { return s.tls.Clone() }
+
+// SetCertificate makes new TLS handshakes use c (a renewed certificate);
+// connections already open keep theirs.
+func (s *Server) SetCertificate(c tls.Certificate) { s.cert.Store(&c) }
 
 // shutdown ends every login and session; new ones are refused.
 func (s *Server) shutdown() {

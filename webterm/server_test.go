@@ -884,3 +884,25 @@ func TestAllowedHosts(t *testing.T) {
 		}
 	}
 }
+
+// TestSetCertificate: a renewed certificate is what the next handshake
+// gets, without a restart.
+func TestSetCertificate(t *testing.T) {
+	ts := newTestServer(t, nil)
+	peer := func() []byte {
+		t.Helper()
+		// the test only reads what the server presents
+		c, err := tls.Dial("tcp", ts.addr, &tls.Config{InsecureSkipVerify: true, ServerName: "localhost"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.ConnectionState().PeerCertificates[0].Raw
+	}
+	first := peer()
+	renewed, _ := testCert(t)
+	ts.srv.SetCertificate(renewed)
+	if got := peer(); bytes.Equal(got, first) || !bytes.Equal(got, renewed.Certificate[0]) {
+		t.Error("after SetCertificate the server still presents the first certificate")
+	}
+}
