@@ -144,10 +144,16 @@ func ParseSize(s string) (w, h int, err error) {
 }
 
 // MaxFPS is the redraw limit for a tier: a 9600-baud serial line cannot
-// keep up with more than a few full frames a second.
+// keep up with more than a few full frames a second, and the kernel's VT
+// draws slowly; a terminal emulator (SSH, tmux, the browser's xterm.js)
+// redraws at 60, so that a key's answer waits at most a sixtieth of a
+// second for its frame (the renderer writes only what changed).
 func (t Tier) MaxFPS() int {
-	if t == Plain {
+	switch t {
+	case Plain:
 		return 4
+	case Linux:
+		return 30
 	}
-	return 30
+	return 60
 }
