@@ -81,7 +81,9 @@ func TestGuestsUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Type=oneshot", "RemainAfterExit=yes", "ExecStart=-/usr/local/bin/virt --log-level info host boot",
-		"ExecStop=/usr/local/bin/virt host shutdown-guests", "TimeoutStopSec=infinity", "After=" + Slice} {
+		"ExecStop=/usr/local/bin/virt host shutdown-guests", "TimeoutStopSec=infinity", "After=" + Slice,
+		// the network daemons the boot started survive a restart of the unit
+		"KillMode=process"} {
 		if !strings.Contains(string(b), "\n"+want) {
 			t.Errorf("%s lacks %q", GuestsService, want)
 		}
