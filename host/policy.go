@@ -1,15 +1,12 @@
 package host
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
-	"strings"
 	"time"
 
 	"github.com/virtcon/virtcon/internal/duration"
@@ -117,28 +114,14 @@ func PolicyFile(layout paths.Layout) string { return filepath.Join(layout.Config
 // of the wrong type refused by their path, then defaults, then every
 // value checked. Errors wrap ErrInvalidPolicy (and fielderr.ErrInvalid).
 func DecodePolicy(data []byte) (*Policy, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%w: empty file", ErrInvalidPolicy)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: empty file (only comments)", ErrInvalidPolicy)
+	doc, err := yamlcheck.Document(data, "file")
+	if errors.Is(err, yamlcheck.ErrMoreDocuments) {
+		return nil, fmt.Errorf("%w: %v; a host has one policy", ErrInvalidPolicy, err)
 	} else if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, strings.TrimPrefix(err.Error(), "yaml: "))
-	}
-	for {
-		var extra yaml.Node
-		err := dec.Decode(&extra)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil || !yamlcheck.IsNull(&extra) {
-			return nil, fmt.Errorf("%w: more than one document; a host has one policy", ErrInvalidPolicy)
-		}
+		return nil, fmt.Errorf("%w: %v", ErrInvalidPolicy, err)
 	}
 	var errs []*fielderr.FieldError
-	for _, pr := range yamlcheck.Check(&doc, reflect.TypeFor[Policy]()) {
+	for _, pr := range yamlcheck.Check(doc, reflect.TypeFor[Policy]()) {
 		errs = append(errs, &fielderr.FieldError{Field: pr.Field, Value: pr.Value, Msg: pr.Msg})
 	}
 	if len(errs) > 0 {
@@ -147,9 +130,9 @@ func DecodePolicy(data []byte) (*Policy, error) {
 	var p Policy
 	if err := doc.Decode(&p); err != nil {
 		// a duration that does not parse, for one
-		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, strings.TrimPrefix(err.Error(), "yaml: "))
+		return nil, fmt.Errorf("%w: %s", ErrInvalidPolicy, yamlcheck.Message(err))
 	}
-	if err := p.validate(topLevelKeys(&doc)); err != nil {
+	if err := p.validate(topLevelKeys(doc)); err != nil {
 		return nil, err
 	}
 	p.defaults()

@@ -1,15 +1,11 @@
 package netcfg
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"reflect"
-	"strings"
 
 	"github.com/virtcon/virtcon/internal/yamlcheck"
-	"go.yaml.in/yaml/v3"
 )
 
 // Decode reads exactly one network.yaml document, YAML or JSON (JSON is
@@ -17,29 +13,14 @@ import (
 // path (bridges[0].mtu). It checks apiVersion and kind; Validate checks
 // the rest. Every error wraps ErrInvalid.
 func Decode(data []byte) (*Config, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%w: empty file", ErrInvalid)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: empty file (only comments)", ErrInvalid)
+	doc, err := yamlcheck.Document(data, "file")
+	if errors.Is(err, yamlcheck.ErrMoreDocuments) {
+		return nil, fmt.Errorf("%w: %v; a host has one network configuration", ErrInvalid, err)
 	} else if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
-	}
-	// A trailing "---" opens an empty document: harmless, and common.
-	for {
-		var extra yaml.Node
-		err := dec.Decode(&extra)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil || !yamlcheck.IsNull(&extra) {
-			return nil, fmt.Errorf("%w: more than one document; a host has one network configuration", ErrInvalid)
-		}
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	var errs []*FieldError
-	for _, p := range yamlcheck.Check(&doc, reflect.TypeFor[Config]()) {
+	for _, p := range yamlcheck.Check(doc, reflect.TypeFor[Config]()) {
 		errs = append(errs, fieldErr(p.Field, p.Value, p.Msg))
 	}
 	if len(errs) > 0 {
@@ -48,7 +29,7 @@ func Decode(data []byte) (*Config, error) {
 	var cfg Config
 	if err := doc.Decode(&cfg); err != nil {
 		// yamlcheck catches the type errors first; this is a backstop.
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlcheck.Message(err))
 	}
 	if cfg.APIVersion != APIVersion {
 		errs = append(errs, fieldErr("apiVersion", cfg.APIVersion, "want "+APIVersion))
@@ -60,8 +41,4 @@ func Decode(data []byte) (*Config, error) {
 		return nil, invalid(errs)
 	}
 	return &cfg, nil
-}
-
-func yamlMsg(err error) string {
-	return strings.TrimPrefix(err.Error(), "yaml: ")
 }

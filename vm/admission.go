@@ -1,9 +1,8 @@
 package vm
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
-	"io"
 	"net"
 	"path/filepath"
 	"reflect"
@@ -15,7 +14,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/internal/fielderr"
 	"github.com/virtcon/virtcon/internal/yamlcheck"
-	"go.yaml.in/yaml/v3"
 )
 
 // ErrInvalid is wrapped by every admission error: bad input, not a failure.
@@ -41,28 +39,13 @@ func invalid(errs ...*FieldError) *ValidationError { return fielderr.New(ErrInva
 // Decode reads exactly one manifest, YAML or JSON, rejecting unknown
 // fields and values of the wrong type by their path (spec.disks[0].size).
 func Decode(data []byte) (*VirtualMachine, error) {
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, fmt.Errorf("%w: empty manifest", ErrInvalid)
-	}
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var doc yaml.Node
-	if err := dec.Decode(&doc); err == io.EOF {
-		return nil, fmt.Errorf("%w: empty manifest (only comments)", ErrInvalid)
+	doc, err := yamlcheck.Document(data, "manifest")
+	if errors.Is(err, yamlcheck.ErrMoreDocuments) {
+		return nil, fmt.Errorf("%w: %v in the manifest; apply one VM per file", ErrInvalid, err)
 	} else if err != nil {
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	// A trailing "---" opens an empty document: harmless, and common.
-	for {
-		var extra yaml.Node
-		err := dec.Decode(&extra)
-		if err == io.EOF {
-			break
-		}
-		if err != nil || !yamlcheck.IsNull(&extra) {
-			return nil, fmt.Errorf("%w: more than one document in the manifest; apply one VM per file", ErrInvalid)
-		}
-	}
-	if probs := yamlcheck.Check(&doc, reflect.TypeFor[VirtualMachine]()); len(probs) > 0 {
+	if probs := yamlcheck.Check(doc, reflect.TypeFor[VirtualMachine]()); len(probs) > 0 {
 		errs := make([]*FieldError, len(probs))
 		for i, p := range probs {
 			errs[i] = fieldErr(p.Field, p.Value, p.Msg)
@@ -72,7 +55,7 @@ func Decode(data []byte) (*VirtualMachine, error) {
 	var vm VirtualMachine
 	if err := doc.Decode(&vm); err != nil {
 		// Check catches the type errors first; this is a backstop.
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlMsg(err))
+		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlcheck.Message(err))
 	}
 	if vm.APIVersion != APIVersion {
 		return nil, invalid(fieldErr("apiVersion", vm.APIVersion, "want "+APIVersion))
@@ -81,10 +64,6 @@ func Decode(data []byte) (*VirtualMachine, error) {
 		return nil, invalid(fieldErr("kind", vm.Kind, "want "+Kind))
 	}
 	return &vm, nil
-}
-
-func yamlMsg(err error) string {
-	return strings.TrimPrefix(err.Error(), "yaml: ")
 }
 
 // Defaults fills unset fields.

@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/internal/atomicfile"
 	"github.com/virtcon/virtcon/internal/flock"
+	"github.com/virtcon/virtcon/internal/yamlcheck"
 	"github.com/virtcon/virtcon/paths"
 	"go.yaml.in/yaml/v3"
 )
@@ -104,7 +105,7 @@ func decodeSpec(b []byte, uid string) (*VirtualMachine, error) {
 	}
 	var vm VirtualMachine
 	if err := yaml.Unmarshal(b, &vm); err != nil {
-		return nil, fmt.Errorf("corrupt: %s", yamlMsg(err))
+		return nil, fmt.Errorf("corrupt: %s", yamlcheck.Message(err))
 	}
 	switch {
 	case vm.Metadata.UID != uid:

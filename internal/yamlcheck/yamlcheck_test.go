@@ -1,6 +1,7 @@
 package yamlcheck
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -112,5 +113,28 @@ func TestMergeList(t *testing.T) {
 	got := Check(m, reflect.TypeFor[doc]())
 	if len(got) != 1 || got[0].Field != "bad" {
 		t.Errorf("merge list: got %+v; want one unknown field bad", got)
+	}
+}
+
+func TestDocument(t *testing.T) {
+	for _, tt := range []struct{ in, err string }{
+		{"a: 1\n", ""},
+		{"a: 1\n---\n", ""}, // a trailing empty document
+		{"", "empty file"},
+		{" \n\t\n", "empty file"},
+		{"# only a comment\n", "empty file (only comments)"},
+		{"a: [1\n", "line 1: did not find expected ',' or ']'"},
+		{"a: 1\n---\nb: 2\n", "more than one document"},
+	} {
+		doc, err := Document([]byte(tt.in), "file")
+		switch {
+		case tt.err == "" && (err != nil || doc == nil):
+			t.Errorf("%q: %v; want one document", tt.in, err)
+		case tt.err != "" && (err == nil || err.Error() != tt.err):
+			t.Errorf("%q: %v; want %q", tt.in, err, tt.err)
+		}
+	}
+	if _, err := Document([]byte("a: 1\n---\nb: 2\n"), "file"); !errors.Is(err, ErrMoreDocuments) {
+		t.Errorf("a second document: %v; want ErrMoreDocuments", err)
 	}
 }
