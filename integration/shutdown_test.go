@@ -3,11 +3,9 @@
 package integration
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -151,25 +149,8 @@ func TestIntegrationShutdownGuests(t *testing.T) {
 // in what comes back, and detaches.
 func consoleType(t *testing.T, root, name, command, want string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, virtBin, "--root", root, "vm", "console", name)
-	in, _ := cmd.StdinPipe()
-	var out testutil.Buffer
-	cmd.Stdout = &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(300 * time.Millisecond)
-	fmt.Fprintf(in, "\n%s\n", command)
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) && !strings.Contains(out.String(), want) {
-		time.Sleep(100 * time.Millisecond)
-	}
-	in.Write([]byte{vm.DetachKey})
-	cmd.Wait()
-	if !strings.Contains(out.String(), want) {
-		t.Fatalf("console: no %q after %q:\n%s", want, command, out.String())
+	if out, _ := consoleSession(root, name, command, want, 30*time.Second); !strings.Contains(out, want) {
+		t.Fatalf("console: no %q after %q:\n%s", want, command, out)
 	}
 }
 

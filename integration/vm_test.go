@@ -258,30 +258,38 @@ func TestIntegrationVMSurvivesVirtcon(t *testing.T) {
 	}
 }
 
-// consoleRoundTrip attaches, types a command, waits for its output, detaches.
+// consoleRoundTrip attaches, types a command, waits for its output
+// (virtcon-42), detaches, and returns what came back.
 func consoleRoundTrip(t *testing.T, root, name, command string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	out, err := consoleSession(root, name, command, "virtcon-42", 20*time.Second)
+	if err != nil {
+		t.Errorf("console exited with %v after Ctrl-]", err)
+	}
+	return out
+}
+
+// consoleSession attaches to the VM's console with virt vm console, types
+// command, waits up to timeout for want in what comes back, detaches with
+// Ctrl-], and returns the output and how virt vm console exited.
+func consoleSession(root, name, command, want string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, virtBin, "--root", root, "vm", "console", name)
 	in, _ := cmd.StdinPipe()
 	var out testutil.Buffer
 	cmd.Stdout = &out
 	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	time.Sleep(300 * time.Millisecond)
 	fmt.Fprintf(in, "\n%s\n", command)
-	deadline := time.Now().Add(20 * time.Second)
-	want := "virtcon-42"
-	for time.Now().Before(deadline) && !strings.Contains(out.String(), want) {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline) && !strings.Contains(out.String(), want); {
 		time.Sleep(100 * time.Millisecond)
 	}
 	in.Write([]byte{vm.DetachKey})
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("console exited with %v after Ctrl-]", err)
-	}
-	return out.String()
+	err := cmd.Wait()
+	return out.String(), err
 }
 
 // Ten concurrent CLI operations on one VM neither deadlock nor corrupt it.
