@@ -100,3 +100,7 @@ guest: ## build the test guest (kernel + initramfs) under build/guest
 .PHONY: vendor-xterm
 vendor-xterm: ## re-fetch xterm.js + addon-fit (npm pack), check them against webterm/static/vendor/INTEGRITY, copy them in (UPDATE=1 re-records)
 	scripts/vendor-xterm.sh $(if $(UPDATE),--update)
+
+.PHONY: proto
+proto: ## regenerate the director API's Go code (api/directorv1) from api/virtcon/**/*.proto (protoc + go.mod's plugins)
+	GO=$(GO) scripts/proto.sh .
