@@ -59,3 +59,20 @@ func (l Layout) AccelCacheFile() string { return filepath.Join(l.RunDir(), "acce
 // (listen address, URLs, certificate fingerprint, pid): the status screen
 // shows its URLs only while the record's process is alive.
 func (l Layout) WebtermRecordFile() string { return filepath.Join(l.RunDir(), "webterm.json") }
+
+// AgentDir holds the node agent's credentials from enrolment into a
+// director: its private key, certificate and the director's CA chain
+// (key 0600, dir 0700).
+func (l Layout) AgentDir() string { return filepath.Join(l.ConfigDir(), "agent") }
+
+// AgentStateDir holds the node agent's persistent state that is not a
+// credential (the director's address and node id it enrolled with).
+func (l Layout) AgentStateDir() string { return filepath.Join(l.StateDir(), "agent") }
+
+// AgentRecordFile is the runtime record of the running node agent (pid,
+// director, node id, session state), read by status commands.
+func (l Layout) AgentRecordFile() string { return filepath.Join(l.RunDir(), "agent.json") }
+
+// AgentLockFile is held by the running node agent, so that a second agent
+// on the same host refuses to start.
+func (l Layout) AgentLockFile() string { return filepath.Join(l.RunDir(), "agent.lock") }
