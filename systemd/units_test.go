@@ -19,7 +19,7 @@ func TestUnitsVerify(t *testing.T) {
 	analyze := testutil.RequireCommand(t, "systemd-analyze", "apt-get install systemd")
 	src := filepath.Join(testutil.RepoRoot(t), "packaging", "systemd")
 	dir, bin := t.TempDir(), t.TempDir()
-	for _, prog := range []string{"virt", "dcui"} {
+	for _, prog := range []string{"virt", "dcui", "virt-director"} {
 		if err := os.WriteFile(filepath.Join(bin, prog), []byte("#!/bin/sh\n"), 0o755); err != nil {
 			t.Fatal(err)
 		}
