@@ -14,9 +14,16 @@ import (
 // Content is the status screen's body for w x h cells, without the frame,
 // the title line and the key legend: the app draws those around it (its
 // header shows product, host name and time). When h is short the blank
-// lines between sections go first, so every section stays on screen.
+// lines between sections go first, then a hint's continuation lines, then
+// the NUMA line, so every section stays on screen.
 func (m *Model) Content(w, h int) string {
-	lines := m.bodyLines(max((w-loadFixed+1)/2, 4), w)
+	lines := m.squeeze(m.bodyLines(max((w-loadFixed+1)/2, 4), w), w, h)
+	return common.Fit(lines, w, h, m.c.Styles.Ellipsis)
+}
+
+// squeeze shortens the body's lines to h, as Content says, for lines of
+// w cells.
+func (m *Model) squeeze(lines []string, w, h int) []string {
 	for len(lines) > h {
 		i := slices.Index(lines, "")
 		if i < 0 {
@@ -40,7 +47,14 @@ func (m *Model) Content(w, h int) string {
 		mark := m.c.Styles.Hint.Render(" " + m.c.Styles.Ellipsis)
 		lines[j-1] = ansi.Truncate(lines[j-1], w-lipgloss.Width(mark), "") + mark
 	}
-	return common.Fit(lines, w, h, m.c.Styles.Ellipsis)
+	// then the NUMA line (the Hardware screen has it), so the lines at
+	// the bottom (BOOT, DIRECTOR) stay
+	if len(lines) > h {
+		if i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(ansi.Strip(l), "  NUMA ") }); i >= 0 {
+			lines = slices.Delete(lines, i, i+1)
+		}
+	}
+	return lines
 }
 
 // hang indents a wrapped hint's continuation lines.

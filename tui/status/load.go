@@ -47,6 +47,8 @@ type (
 		boot     *host.BootRecord
 		bootThis bool
 		bootErr  error
+		director *Director
+		dirErr   error
 	}
 	usageMsg struct {
 		u   hostinfo.Usage
@@ -119,6 +121,9 @@ func (m *Model) loadNet() tea.Cmd {
 		}
 		if src.Boot != nil {
 			msg.boot, msg.bootThis, msg.bootErr = src.Boot()
+		}
+		if src.Director != nil {
+			msg.director, msg.dirErr = src.Director()
 		}
 		if src.WebTerminal != nil {
 			// an unreadable record shows no URL, and is logged

@@ -40,6 +40,9 @@ type Sources struct {
 	// ran) and whether it ran in the boot the host is in; read with the
 	// network.
 	Boot func() (rec *host.BootRecord, thisBoot bool, err error)
+	// Director reads the node agent's enrolment and session
+	// (agent.ReadStatus: files only); read with the network.
+	Director func() (*Director, error)
 }
 
 // LiveSources reads the host through its services: the checks answer the

@@ -47,6 +47,9 @@ type Model struct {
 	boot     *host.BootRecord
 	bootThis bool
 	bootErr  error
+	// the node agent's enrolment (nil: none read), read with the network
+	director *Director
+	dirErr   error
 
 	// The load sparklines: the previous raw sample (CPU use is a
 	// difference of two) and the last sparkWidth percentages of each.
@@ -137,6 +140,10 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.netBusy, m.netLoaded = false, true
 		m.addrs, m.pending, m.web, m.netErr = msg.addrs, msg.pending, msg.web, msg.err
 		m.boot, m.bootThis, m.bootErr = msg.boot, msg.bootThis, msg.bootErr
+		if msg.dirErr != nil && m.c.Logger != nil && (m.dirErr == nil || m.dirErr.Error() != msg.dirErr.Error()) {
+			m.c.Logger.Warn("status: director", "err", msg.dirErr)
+		}
+		m.director, m.dirErr = msg.director, msg.dirErr
 		if msg.err != nil && m.c.Logger != nil {
 			m.c.Logger.Warn("status: network", "err", msg.err)
 		}

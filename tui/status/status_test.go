@@ -64,6 +64,7 @@ func fakeSources() Sources {
 		WebTerminal: func() (*webterm.Record, error) { return fakeWebTerminal(), nil },
 		Usage:       fakeUsage(),
 		Boot:        func() (*host.BootRecord, bool, error) { return fakeBoot(), true, nil },
+		Director:    func() (*Director, error) { return fakeDirector(), nil },
 	}
 }
 
@@ -386,8 +387,8 @@ func TestContent(t *testing.T) {
 			tuitest.CheckSize(t, out, 76, 16)
 			teatest.RequireEqualOutput(t, []byte(out))
 			text := ansi.Strip(out)
-			for _, want := range []string{"MANAGEMENT", "https://192.168.10.5:8443/", "HOST", "NUMA", "Load     CPU", "33%", "60%",
-				"HEALTH", "hint: add intel_iommu=on", "VMS", "3 running", "NETWORK", "0:42"} {
+			for _, want := range []string{"MANAGEMENT", "https://192.168.10.5:8443/", "HOST", "Load     CPU", "33%", "60%",
+				"HEALTH", "hint: add intel_iommu=on", "VMS", "3 running", "NETWORK", "0:42", "DIRECTOR  connected to"} {
 				if !strings.Contains(text, want) {
 					t.Errorf("content lacks %q:\n%s", want, text)
 				}

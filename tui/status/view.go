@@ -93,8 +93,9 @@ func (m *Model) statusLines() []string {
 	right := host + "  " + now.Format("2006-01-02 15:04:05")
 	gap := max(m.c.Width-4-lipgloss.Width(left)-lipgloss.Width(right), 1)
 	lines := []string{left + strings.Repeat(" ", gap) + right, ""}
-	// Render draws " "+line inside the frame
-	return append(lines, m.bodyLines(sparkWidth(m.c.Width), m.c.Width-3)...)
+	// Render draws " "+line inside the frame, above the legend
+	body := m.bodyLines(sparkWidth(m.c.Width), m.c.Width-3)
+	return append(lines, m.squeeze(body, m.c.Width-3, max(m.c.Height-5, 1))...)
 }
 
 // bodyLines are the sections under the title line, blank lines between
@@ -114,6 +115,9 @@ func (m *Model) bodyLines(spark, width int) []string {
 	lines = append(lines, s.Section.Render("NETWORK  ")+" "+m.tryLine(m.c.Now()))
 	if m.src.Boot != nil {
 		lines = append(lines, s.Section.Render("BOOT     ")+" "+m.bootLine())
+	}
+	if d, ok := m.directorLine(); ok {
+		lines = append(lines, s.Section.Render("DIRECTOR ")+" "+d)
 	}
 	return lines
 }
