@@ -703,3 +703,74 @@ func TestLongDataDirRefusedBeforeCreatingIt(t *testing.T) {
 		t.Fatalf("the refused data dir was created (stat: %v)", err)
 	}
 }
+
+// A watch through a member that restarts resumes where it was: nothing
+// lost, nothing repeated.
+func TestWatchResumesAcrossRestart(t *testing.T) {
+	dir := tempDir(t)
+	ctx := t.Context()
+	a, err := Open(ctx, Options{DataDir: dir, UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { a.Close() }()
+	b, err := Open(ctx, Options{Endpoints: []string{a.Endpoint()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	ch := b.Watch(ctx, "w/", 0)
+	next := func(want string) {
+		t.Helper()
+		select {
+		case e, ok := <-ch:
+			if !ok || e.Key != want {
+				t.Fatalf("event %+v (open %v); want %s", e, ok, want)
+			}
+		case <-time.After(8 * time.Second):
+			t.Fatalf("no event for %s", want)
+		}
+	}
+	// The watch exists once a write made after Watch returns is seen.
+	for i := 0; ; i++ {
+		if err := a.Put(ctx, "w/0", i, 0); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		case <-time.After(100 * time.Millisecond):
+			continue
+		}
+		break
+	}
+	if err := a.Put(ctx, "w/1", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	next("w/1")
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if a, err = Open(ctx, Options{DataDir: dir, UnsafeNoFsync: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Put(ctx, "w/2", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	next("w/2")
+	select {
+	case e := <-ch:
+		t.Fatalf("extra event %+v after the restart", e)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestExternalTLSFilesChecked(t *testing.T) {
+	missing := filepath.Join(tempDir(t), "ca.pem")
+	_, err := Open(t.Context(), Options{Endpoints: []string{shared.Endpoint()}, CACert: missing})
+	if err == nil || !strings.Contains(err.Error(), missing) {
+		t.Fatalf("Open with a missing CA file = %v; want an error naming it", err)
+	}
+	if _, err := Open(t.Context(), Options{Endpoints: []string{shared.Endpoint()}, Cert: "c.pem"}); err == nil {
+		t.Fatal("Open with a cert and no key succeeded")
+	}
+}
