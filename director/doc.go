@@ -1,0 +1,29 @@
+// Package director is the reference director a virtcon host enrols into:
+// one-time join tokens traded for per-node mTLS certificates, the agents'
+// live sessions, liveness (Ready, Degraded, Offline) on the director's own
+// clock, revocation checked on every request, and an audit trail. Its
+// durable state lives in etcd (package etcdstore: an embedded member by
+// default, an external cluster on request), its CA in package ca.
+//
+// It owns these keys under the store's prefix:
+//
+//	config/advertise     the host:port join strings name
+//	ca/sealed            the CA's certificates and its sealed keys (created once)
+//	tokens/<id>          a join token: the secret's SHA-256, expiry, uses
+//	nodes/<node>         an enrolled node: facts, capabilities, its serials
+//	certs/<serial>       an issued certificate (DER), until it expires
+//	revoked/<serial>     a revoked serial, until its certificate expires
+//	nodestate/<node>     the node's liveness state, written on transitions only
+//	reports/<node>       the node's last VM list, written when it changes
+//	audit/<time>-<rand>  an audit entry, kept for Options.AuditRetention
+//
+// Heartbeats stay in memory: silence is judged on the director's clock,
+// never on the agent's, and a silent node's VMs show as "unknown (last
+// seen <phase> at <time>)", never as stopped: the director never assumes
+// a VM dead, and nothing it does stops one.
+//
+// The director never imports the host core (host, vm, netcfg, hostinfo,
+// auth, ...): it knows hosts only through the API in api/directorv1.
+// Token secrets and private keys never reach a log, an audit entry or an
+// error: no handler logs a request message.
+package director

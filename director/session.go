@@ -1,0 +1,371 @@
+package director
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/enroll"
+)
+
+// liveSession is one agent's open Session stream.
+type liveSession struct {
+	node, serial string
+	notAfter     time.Time
+	addr         string
+	opened       time.Time
+
+	once   sync.Once
+	ended  chan struct{} // closed by cut
+	why    error
+	reason string
+}
+
+// cut ends the session: the handler sends Revoked (best effort) and
+// returns why as Unauthenticated.
+func (s *liveSession) cut(why error, reason string) {
+	s.once.Do(func() {
+		s.why, s.reason = why, reason
+		close(s.ended)
+	})
+}
+
+// nodeReport is a node's last host report, in memory (its VM list also
+// in reports/<node> when it changes).
+type nodeReport struct {
+	at     time.Time
+	report *directorv1.HostReport // nil when loaded from the store
+	vms    []vmRecord
+}
+
+// actor is who asked: a node, or an admin user on the socket.
+type actor struct{ name, source string }
+
+type agentService struct{ d *Director }
+
+// Session is the agent's live stream: Register first (its node id must be
+// the certificate's), then heartbeats and reports, each heard on the
+// director's clock. The stream ends when the agent leaves, the director
+// shuts down (Goodbye) or the certificate is revoked or expires
+// (Unauthenticated).
+func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[directorv1.SessionRequest, directorv1.SessionResponse]) error {
+	d := a.d
+	p, ok := peerFrom(ctx)
+	if !ok {
+		return connect.NewError(connect.CodeUnauthenticated, errNoCert)
+	}
+	first, err := stream.Receive()
+	if err != nil {
+		return nil // gone before registering
+	}
+	reg := first.GetRegister()
+	if reg == nil {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("the first session message must be Register"))
+	}
+	if reg.GetNodeId() != p.NodeID {
+		return connect.NewError(connect.CodePermissionDenied,
+			fmt.Errorf("register: node id %q is not the certificate's %q", reg.GetNodeId(), p.NodeID))
+	}
+	if err := d.register(ctx, p, reg); err != nil {
+		return err
+	}
+
+	s := &liveSession{node: p.NodeID, serial: p.Serial, notAfter: p.NotAfter, addr: p.Addr,
+		opened: d.now(), ended: make(chan struct{})}
+	d.mu.Lock()
+	old := d.sessions[p.NodeID]
+	d.sessions[p.NodeID] = s
+	_, revoked := d.revoked[p.Serial]
+	d.mu.Unlock()
+	if old != nil {
+		// The agent reconnected (its old connection is half-open or
+		// gone): the new stream is the session.
+		old.cut(nil, "replaced by a new session")
+	}
+	if revoked { // revoked between the check and the registry
+		s.cut(errCertRevoked, "revoked")
+	}
+	defer func() {
+		d.mu.Lock()
+		if d.sessions[p.NodeID] == s {
+			delete(d.sessions, p.NodeID)
+		}
+		d.mu.Unlock()
+	}()
+	if tr := d.live.seen(p.NodeID); tr != nil {
+		d.recordTransition(ctx, *tr)
+	}
+	d.audit(ctx, auditRecord{Kind: "session.open", NodeID: p.NodeID, Serial: p.Serial, Source: p.Addr, Actor: p.NodeID})
+	d.log.Info("session open", "node", p.NodeID, "serial", p.Serial, "peer", p.Addr)
+
+	if err := stream.Send(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Registered{Registered: &directorv1.Registered{
+		NodeId:              p.NodeID,
+		HeartbeatIntervalMs: d.opts.HeartbeatInterval.Milliseconds(),
+		ReportIntervalMs:    d.opts.ReportInterval.Milliseconds(),
+		DirectorVersion:     d.version,
+	}}}); err != nil {
+		d.closeSession(p, "send failed")
+		return nil
+	}
+
+	msgs := make(chan *directorv1.SessionRequest)
+	recvDone := make(chan error, 1)
+	go func() {
+		for {
+			m, err := stream.Receive()
+			if err != nil {
+				recvDone <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-s.ended:
+				recvDone <- nil
+				return
+			case <-ctx.Done():
+				recvDone <- ctx.Err()
+				return
+			}
+		}
+	}()
+
+	for {
+		select {
+		case <-s.ended:
+			if s.why == nil {
+				d.closeSession(p, s.reason)
+				return nil
+			}
+			_ = stream.Send(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Revoked{Revoked: &directorv1.Revoked{Reason: s.reason}}})
+			d.closeSession(p, s.reason)
+			return connect.NewError(connect.CodeUnauthenticated, s.why)
+		case <-d.stopping:
+			_ = stream.Send(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Goodbye{Goodbye: &directorv1.Goodbye{
+				Reason: "director shutting down", ReconnectAfterMs: 1000}}})
+			d.closeSession(p, "director shutting down")
+			return nil
+		case <-ctx.Done():
+			d.closeSession(p, "connection lost")
+			return nil
+		case <-recvDone:
+			d.closeSession(p, "stream ended")
+			return nil
+		case m := <-msgs:
+			if tr := d.live.seen(p.NodeID); tr != nil {
+				d.recordTransition(ctx, *tr)
+			}
+			switch msg := m.GetMsg().(type) {
+			case *directorv1.SessionRequest_Heartbeat:
+				err = stream.Send(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_HeartbeatAck{
+					HeartbeatAck: &directorv1.HeartbeatAck{Seq: msg.Heartbeat.GetSeq()}}})
+			case *directorv1.SessionRequest_HostReport:
+				d.report(ctx, p.NodeID, msg.HostReport)
+			case *directorv1.SessionRequest_Goodbye:
+				// Leaving on purpose is no sign of life or death: the
+				// liveness clock runs on.
+				d.closeSession(p, "agent: "+msg.Goodbye.GetReason())
+				return nil
+			case *directorv1.SessionRequest_Register:
+				err = connect.NewError(connect.CodeInvalidArgument, errors.New("register: the session is registered already"))
+			}
+			if err != nil {
+				d.closeSession(p, "send failed")
+				var ce *connect.Error
+				if errors.As(err, &ce) && ce.Code() == connect.CodeInvalidArgument {
+					return err
+				}
+				return nil
+			}
+		}
+	}
+}
+
+func (d *Director) closeSession(p peer, why string) {
+	d.log.Info("session closed", "node", p.NodeID, "why", why)
+	// The stream's ctx may be done: the audit uses the director's own.
+	d.audit(d.bg, auditRecord{Kind: "session.close", NodeID: p.NodeID, Serial: p.Serial, Source: p.Addr,
+		Actor: p.NodeID, Detail: why})
+}
+
+// register updates the node's record from Register (facts, capabilities,
+// address) and, when the session uses the node's newest certificate,
+// revokes the older ones as superseded: a renewed node no longer needs
+// them once it is back with the new one.
+func (d *Director) register(ctx context.Context, p peer, reg *directorv1.Register) error {
+	for attempt := 0; attempt < 5; attempt++ {
+		n, rev, err := d.getNode(ctx, p.NodeID)
+		if notFound(err) {
+			return connect.NewError(connect.CodePermissionDenied, fmt.Errorf("node %s is not enrolled here (forgotten?)", p.NodeID))
+		}
+		if err != nil {
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("read node %s: %w", p.NodeID, err))
+		}
+		if n.revoked() {
+			return connect.NewError(connect.CodeUnauthenticated, errCertRevoked)
+		}
+		now := d.now()
+		changed := false
+		if reg.GetHost() != nil {
+			if f := factsFrom(reg.GetHost()); f != n.Host {
+				n.Host, changed = f, true
+			}
+		}
+		if caps := capsFrom(reg.GetCapabilities()); !slices.Equal(caps, n.Capabilities) {
+			n.Capabilities, changed = caps, true
+		}
+		if p.Addr != n.Address {
+			n.Address, changed = p.Addr, true
+		}
+		txn := d.txn()
+		txn.IfRev(preNodes+p.NodeID, rev)
+		var superseded []revokedRecord
+		if p.Serial == n.Serial {
+			for _, c := range n.Certs {
+				if c.Serial == p.Serial || d.isRevoked(c.Serial) || now.After(fromMS(c.NotAfter)) {
+					continue
+				}
+				r := revokedRecord{V: recordVersion, Serial: c.Serial, NodeID: p.NodeID, Reason: "superseded", At: ms(now)}
+				superseded = append(superseded, r)
+				txn.Put(preRevoked+c.Serial, r, keepFor(now, fromMS(c.NotAfter).Add(24*time.Hour)))
+				txn.audit(now, auditRecord{Kind: "cert.revoke", NodeID: p.NodeID, Serial: c.Serial,
+					Source: p.Addr, Actor: p.NodeID, Detail: "superseded by " + p.Serial})
+			}
+		}
+		if !changed && len(superseded) == 0 {
+			return nil
+		}
+		txn.Put(preNodes+p.NodeID, n, 0)
+		ok, err := txn.commit(ctx)
+		if err != nil {
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("update node %s: %w", p.NodeID, err))
+		}
+		if ok {
+			for _, r := range superseded {
+				d.applyRevoked(r)
+			}
+			return nil
+		}
+	}
+	return connect.NewError(connect.CodeAborted, fmt.Errorf("node %s: record kept changing", p.NodeID))
+}
+
+// report keeps the node's last host report in memory and writes its VM
+// list to reports/<node> when the set of VMs or a phase changed.
+func (d *Director) report(ctx context.Context, node string, r *directorv1.HostReport) {
+	now := d.now()
+	vms := make([]vmRecord, 0, len(r.GetVms()))
+	for _, v := range r.GetVms() {
+		vms = append(vms, vmRecord{UID: v.GetUid(), Name: v.GetName(), Phase: v.GetPhase(), Class: v.GetClass()})
+	}
+	slices.SortFunc(vms, func(a, b vmRecord) int {
+		if a.UID < b.UID {
+			return -1
+		}
+		if a.UID > b.UID {
+			return 1
+		}
+		return 0
+	})
+	d.mu.Lock()
+	prev := d.reports[node]
+	d.reports[node] = &nodeReport{at: now, report: r, vms: vms}
+	d.mu.Unlock()
+	if prev != nil && slices.Equal(prev.vms, vms) {
+		return
+	}
+	if err := d.store.Put(ctx, preReports+node, reportRecord{V: recordVersion, At: ms(now), VMs: vms}, 0); err != nil {
+		d.log.Warn("director: write report", "node", node, "err", err)
+	}
+}
+
+// RenewCertificate signs a new key's CSR for the calling node. The old
+// certificate stays valid until a session registers with the new one.
+func (a *agentService) RenewCertificate(ctx context.Context, req *connect.Request[directorv1.RenewCertificateRequest]) (*connect.Response[directorv1.RenewCertificateResponse], error) {
+	d := a.d
+	p, ok := peerFrom(ctx)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnauthenticated, errNoCert)
+	}
+	csr, err := enroll.ParseCSR(req.Msg.GetCsrDer())
+	if err != nil {
+		return nil, connect.NewError(connect.CodeInvalidArgument, err)
+	}
+	if !d.ca.CanSign() {
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("this director cannot sign certificates (no CA key)"))
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		n, rev, err := d.getNode(ctx, p.NodeID)
+		if notFound(err) {
+			return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("node %s is not enrolled here", p.NodeID))
+		}
+		if err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("read node %s: %w", p.NodeID, err))
+		}
+		if n.revoked() {
+			return nil, connect.NewError(connect.CodeUnauthenticated, errCertRevoked)
+		}
+		now := d.now()
+		der, serial, notAfter, err := d.ca.SignNode(csr, p.NodeID, now, d.opts.CertLifetime)
+		if err != nil {
+			return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("sign certificate for node %s", p.NodeID))
+		}
+		n.addCert(nodeCert{Serial: serial, NotAfter: ms(notAfter), IssuedAt: ms(now)}, now)
+		txn := d.txn()
+		txn.IfRev(preNodes+p.NodeID, rev).
+			Put(preNodes+p.NodeID, n, 0).
+			Put(preCerts+serial, certRecord{V: recordVersion, Serial: serial, NodeID: p.NodeID, DER: der,
+				IssuedAt: ms(now), NotAfter: ms(notAfter), Kind: "renew"}, keepFor(now, notAfter.Add(24*time.Hour)))
+		txn.audit(now, auditRecord{Kind: "cert.renew", NodeID: p.NodeID, Serial: serial, Source: p.Addr,
+			Actor: p.NodeID, Detail: "replaces " + p.Serial})
+		ok, err := txn.commit(ctx)
+		if err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("store certificate for node %s: %w", p.NodeID, err))
+		}
+		if !ok {
+			continue
+		}
+		d.log.Info("certificate renewed", "node", p.NodeID, "serial", serial, "old", p.Serial,
+			"notAfter", notAfter.UTC().Format(time.RFC3339))
+		return connect.NewResponse(&directorv1.RenewCertificateResponse{
+			CertDer: der, CaChainDer: d.ca.Chain(), CertNotAfterUnixMs: ms(notAfter),
+		}), nil
+	}
+	return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("node %s: record kept changing", p.NodeID))
+}
+
+// Leave revokes the calling node's certificates (reason "left"); its
+// session ends. The host's VMs are untouched.
+func (a *agentService) Leave(ctx context.Context, req *connect.Request[directorv1.LeaveRequest]) (*connect.Response[directorv1.LeaveResponse], error) {
+	p, ok := peerFrom(ctx)
+	if !ok {
+		return nil, connect.NewError(connect.CodeUnauthenticated, errNoCert)
+	}
+	detail := "left"
+	if r := req.Msg.GetReason(); r != "" {
+		detail = "left: " + truncate(r, 200)
+	}
+	if _, err := a.d.revokeNode(ctx, p.NodeID, "left", detail, "node.leave", actor{name: p.NodeID, source: p.Addr}); err != nil {
+		if notFound(err) {
+			return nil, connect.NewError(connect.CodePermissionDenied, fmt.Errorf("node %s is not enrolled here", p.NodeID))
+		}
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
+	return connect.NewResponse(&directorv1.LeaveResponse{}), nil
+}
+
+// truncate cuts s to at most n bytes, on a rune boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && (s[n]&0xc0) == 0x80 {
+		n--
+	}
+	return s[:n]
+}
