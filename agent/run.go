@@ -1,0 +1,200 @@
+package agent
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/virtcon/virtcon/enroll"
+	"github.com/virtcon/virtcon/host"
+	"github.com/virtcon/virtcon/paths"
+)
+
+// RunOptions tune Run.
+type RunOptions struct {
+	// Logger receives the session's story (never a key); nil discards.
+	Logger *slog.Logger
+	// Now is the clock certificates are judged by: expiry and the renewal
+	// point (default time.Now). Heartbeat and backoff timing is real time.
+	Now func() time.Time
+	// Rand draws the renewal point of each certificate and the jitter of
+	// heartbeats and backoff (default: seeded from crypto/rand). Only
+	// Run's goroutine uses it.
+	Rand *rand.Rand
+	// MinBackoff and MaxBackoff bound the wait between connection
+	// attempts (defaults 1s and 120s).
+	MinBackoff, MaxBackoff time.Duration
+	// DialContext dials the director (default: a net.Dialer).
+	DialContext DialFunc
+}
+
+// renewRetry is the wait after a failed renewal before the next try (the
+// session goes on with the current certificate meanwhile).
+const renewRetry = 5 * time.Minute
+
+// Run keeps the host's session with the director until ctx ends (then it
+// says goodbye and returns nil): one connection at a time, a new
+// transport for each, reconnecting with backoff. It holds the agent's
+// lock (a second Run is ErrRunning) and keeps the runtime record.
+//
+// It returns ErrNotEnrolled without credentials, and ErrRevoked or
+// ErrExpired when the director refuses the credential as such (or the
+// certificate is past its NotAfter here): it writes the alert, logs once
+// at ERROR, and does not dial again — not now and not when started
+// again, until a new enrolment. In no case does it touch a VM.
+func Run(ctx context.Context, h *host.Host, opts RunOptions) error {
+	r, err := newRunner(h, opts)
+	if err != nil {
+		return err
+	}
+	lock, err := tryLock(r.l)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	id, err := loadIdentity(r.l)
+	if err != nil {
+		return err
+	}
+	r.setIdentity(id)
+	if r.rec, err = newRecorder(r.l, r.now()); err != nil {
+		return err
+	}
+	r.record(func(rc *record) { rc.State, rc.Director, rc.NodeID = StateConnecting, id.cfg.Director, id.cfg.NodeID })
+	a, err := readAlert(r.l)
+	if err != nil {
+		return err
+	}
+	if a != nil {
+		r.log.Error("director credential is "+a.Kind+": not connecting (VMs untouched); enrol again", "director", a.Director, "node", a.NodeID, "at", a.At, "reason", a.Reason)
+		r.record(func(rc *record) { rc.State, rc.LastError = a.Kind, a.Reason })
+		return fmt.Errorf("director %s, node %s: %w at %s", a.Director, a.NodeID, a.err(), a.At.Format(time.RFC3339))
+	}
+	return r.loop(ctx)
+}
+
+// runner is one Run's state; only Run's goroutine uses it.
+type runner struct {
+	h    *host.Host
+	l    paths.Layout
+	log  *slog.Logger
+	now  func() time.Time
+	rnd  *rand.Rand
+	dial DialFunc
+	bo   backoff
+	rec  *recorder
+	view *hostView
+	rep  *reporter
+
+	id           *identity
+	renewAt      time.Time // drawn once per certificate
+	nextRenewTry time.Time // after a failed renewal
+	recErr       bool      // a record write failed (logged once)
+}
+
+func newRunner(h *host.Host, opts RunOptions) (*runner, error) {
+	r := &runner{h: h, l: h.Layout, log: opts.Logger, now: opts.Now, rnd: opts.Rand, dial: opts.DialContext}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	if r.rnd == nil {
+		var seed [16]byte
+		if _, err := crand.Read(seed[:]); err != nil {
+			return nil, fmt.Errorf("agent: seed: %w", err)
+		}
+		r.rnd = rand.New(rand.NewPCG(binary.LittleEndian.Uint64(seed[:8]), binary.LittleEndian.Uint64(seed[8:])))
+	}
+	minB, maxB := opts.MinBackoff, opts.MaxBackoff
+	if minB <= 0 {
+		minB = DefaultMinBackoff
+	}
+	if maxB <= 0 {
+		maxB = DefaultMaxBackoff
+	}
+	r.bo = backoff{min: minB, max: max(minB, maxB), rand: r.rnd.Float64}
+	r.view = newHostView(h)
+	r.rep = &reporter{view: r.view}
+	if u, err := h.Info.Usage(); err == nil {
+		r.rep.prev = &u
+	}
+	return r, nil
+}
+
+func (r *runner) setIdentity(id *identity) {
+	r.id = id
+	r.renewAt = enroll.RenewAt(id.leaf.NotBefore, id.leaf.NotAfter, r.rnd.Float64())
+	r.nextRenewTry = time.Time{}
+	if r.rec != nil {
+		r.record(func(rc *record) { rc.CertNotAfter = id.leaf.NotAfter.UTC() })
+	}
+}
+
+func (r *runner) record(f func(rc *record)) {
+	if err := r.rec.update(f); err != nil && !r.recErr {
+		r.recErr = true
+		r.log.Warn("agent record not written; virt agent status may be stale", "err", err)
+	}
+}
+
+func (r *runner) loop(ctx context.Context) error {
+	r.record(func(rc *record) { rc.CertNotAfter = r.id.leaf.NotAfter.UTC() })
+	for {
+		if ctx.Err() != nil {
+			return r.stopped()
+		}
+		if now := r.now(); !now.Before(r.id.leaf.NotAfter) {
+			return r.refused(AlertExpired, fmt.Sprintf("certificate serial %s expired at %s (by this host's clock)", serialOf(r.id.leaf), r.id.leaf.NotAfter.UTC().Format(time.RFC3339)))
+		}
+		r.record(func(rc *record) { rc.State, rc.NextRetry = StateConnecting, time.Time{} })
+		end := r.session(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return r.stopped()
+		case end.refusal != "":
+			return r.refused(end.refusal, end.reason)
+		case end.renewed:
+			r.bo.reset()
+			continue
+		}
+		if end.registered {
+			r.bo.reset()
+		}
+		wait := max(r.bo.next(), min(end.retryAfter, r.bo.max))
+		next := time.Now().Add(wait)
+		msg := end.err.Error()
+		r.record(func(rc *record) { rc.State, rc.LastError, rc.NextRetry = StateBackoff, msg, next.UTC() })
+		r.log.Warn("director session ended; reconnecting", "director", r.id.cfg.Director, "err", end.err, "in", wait.Round(time.Millisecond))
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return r.stopped()
+		case <-t.C:
+		}
+	}
+}
+
+func (r *runner) stopped() error {
+	r.record(func(rc *record) { rc.State, rc.NextRetry = StateStopped, time.Time{} })
+	r.log.Info("agent stopped", "director", r.id.cfg.Director)
+	return nil
+}
+
+// refused ends Run for a dead credential: alert, one ERROR, the error.
+func (r *runner) refused(kind, reason string) error {
+	a := &alert{Kind: kind, At: r.now().UTC(), Director: r.id.cfg.Director, NodeID: r.id.cfg.NodeID, Serial: serialOf(r.id.leaf), Reason: reason}
+	if err := writeAlert(r.l, a); err != nil {
+		r.log.Warn("alert not written", "err", err)
+	}
+	r.record(func(rc *record) { rc.State, rc.LastError, rc.NextRetry = kind, reason, time.Time{} })
+	r.log.Error("director credential is "+kind+": the agent stops and will not reconnect; VMs are untouched; enrol again",
+		"director", a.Director, "node", a.NodeID, "serial", a.Serial, "reason", reason)
+	return fmt.Errorf("director %s, node %s: %w: %s", a.Director, a.NodeID, a.err(), reason)
+}
