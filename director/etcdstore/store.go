@@ -73,6 +73,7 @@ type Store struct {
 	leaseMu sync.Mutex
 	leases  map[leaseKey]clientv3.LeaseID
 
+	done      chan struct{} // closed by Close: ends the watches
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -104,6 +105,7 @@ func Open(ctx context.Context, opts Options) (_ *Store, err error) {
 		pageSize: listPage,
 		now:      time.Now,
 		leases:   map[leaseKey]clientv3.LeaseID{},
+		done:     make(chan struct{}),
 	}
 	defer func() {
 		if err != nil {
@@ -175,6 +177,7 @@ func Open(ctx context.Context, opts Options) (_ *Store, err error) {
 // the data dir lock.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		close(s.done)
 		var errs []error
 		if s.cli != nil {
 			errs = append(errs, s.cli.Close())

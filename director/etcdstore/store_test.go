@@ -774,3 +774,20 @@ func TestExternalTLSFilesChecked(t *testing.T) {
 		t.Fatal("Open with a cert and no key succeeded")
 	}
 }
+
+func TestWatchEndsWithTheStore(t *testing.T) {
+	s, err := Open(t.Context(), Options{Endpoints: []string{shared.Endpoint()}, Prefix: "/test/watch-close/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch := s.Watch(context.Background(), "x/", 0)
+	s.Close()
+	select {
+	case _, ok := <-ch:
+		for ok {
+			_, ok = <-ch
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a watch with a live ctx still open 5 s after Close")
+	}
+}

@@ -18,7 +18,8 @@ type Event struct {
 }
 
 // Watch sends every change under prefix from revision fromRev on (0: from
-// now), in revision order. The channel closes when ctx ends. A watch cut
+// now), in revision order. The channel closes when ctx ends or the Store
+// is closed. A watch cut
 // by the server (leader lost, restart, transient error) resumes from the
 // revision after the last event sent, so nothing is skipped or repeated.
 // If the revision wanted was compacted away, the events in between are
@@ -33,6 +34,15 @@ func (s *Store) Watch(ctx context.Context, prefix string, fromRev int64) <-chan 
 
 func (s *Store) watch(ctx context.Context, prefix string, next int64, out chan<- Event) {
 	defer close(out)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	go func() {
+		select {
+		case <-s.done:
+			stop()
+		case <-ctx.Done():
+		}
+	}()
 	full := s.prefix + prefix
 	backoff := 50 * time.Millisecond
 	for ctx.Err() == nil {
