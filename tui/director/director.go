@@ -9,6 +9,7 @@ import (
 	"charm.land/bubbles/v2/textinput"
 	tea "charm.land/bubbletea/v2"
 
+	"github.com/virtcon/virtcon/agent"
 	"github.com/virtcon/virtcon/enroll"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/keys"
@@ -18,46 +19,28 @@ import (
 
 // Agent states (Status.State), as the node agent records them.
 const (
-	StateConnecting = "connecting"
-	StateConnected  = "connected"
-	StateBackoff    = "backoff"
-	StateRevoked    = "revoked"
-	StateExpired    = "expired"
-	StateStopped    = "stopped"
+	StateConnecting = agent.StateConnecting
+	StateConnected  = agent.StateConnected
+	StateBackoff    = agent.StateBackoff
+	StateRevoked    = agent.StateRevoked
+	StateExpired    = agent.StateExpired
+	StateStopped    = agent.StateStopped
 )
-
-// Status is what the screen draws of the node agent's status
-// (agent.Status): the enrolment from its files, the session from the
-// running agent's record.
-type Status struct {
-	Enrolled bool
-	// Director is the director's host:port; NodeID this host's node id;
-	// Pin the CA pin (sha256:<hex>).
-	Director, NodeID, Pin string
-	CertNotAfter          time.Time
-	// Running: an agent runs (its record is live); State is its session
-	// state, one of the State constants.
-	Running          bool
-	State            string
-	LastHeartbeatAck time.Time
-	LastError        string
-	// Alert is the persistent alert of a dead credential: AlertRevoked or
-	// AlertExpired ("" when none), since AlertAt, with the director's (or
-	// this host's) reason.
-	Alert       string
-	AlertAt     time.Time
-	AlertReason string
-}
 
 // Alert kinds (Status.Alert).
 const (
-	AlertRevoked = "revoked"
-	AlertExpired = "expired"
+	AlertRevoked = agent.AlertRevoked
+	AlertExpired = agent.AlertExpired
 )
+
+// Status is the node agent's status (agent.ReadStatus): the enrolment
+// from its files, the session from the running agent's record, the alert
+// of a dead credential.
+type Status = agent.Status
 
 // inGoodStanding reports an enrolment that a new one would replace for
 // nothing: enrolled, and neither revoked nor expired.
-func (s *Status) inGoodStanding(now time.Time) bool {
+func inGoodStanding(s *Status, now time.Time) bool {
 	if s == nil || !s.Enrolled || s.Alert != "" || s.State == StateRevoked || s.State == StateExpired {
 		return false
 	}
@@ -222,7 +205,7 @@ func (m *Model) ShortHelp() []key.Binding {
 	case stepEnrolling:
 		return nil
 	}
-	if m.st.inGoodStanding(m.c.Now()) {
+	if inGoodStanding(m.st, m.c.Now()) {
 		return nil
 	}
 	return m.keys.ShortHelp()
@@ -329,7 +312,7 @@ func (m *Model) open() tea.Cmd {
 		// unreadable credentials may be good ones: never enrol over them
 		m.note, m.noteLevel = "enrol refused: the agent's status could not be read (see above)", styles.Failure
 		return nil
-	case m.st.inGoodStanding(now):
+	case inGoodStanding(m.st, now):
 		m.note, m.noteLevel = "already enrolled with "+m.clean(m.st.Director)+": to enrol elsewhere, run virt agent leave first", styles.Info
 		return nil
 	}

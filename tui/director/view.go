@@ -37,7 +37,7 @@ func (m *Model) View() tea.View {
 	switch {
 	case m.note != "":
 		note = m.badged(0, m.noteLevel, m.note)
-	case !m.c.Session.CanWrite() && m.step == stepNone && !m.st.inGoodStanding(m.c.Now()):
+	case !m.c.Session.CanWrite() && m.step == stepNone && !inGoodStanding(m.st, m.c.Now()):
 		note = m.badged(0, styles.Info, m.c.Session.ReadOnlyReason())
 	}
 	body := max(m.c.Height-len(note), 0)
@@ -205,7 +205,7 @@ func (m *Model) resultLines() []string {
 		}
 		return lines
 	}
-	if !m.st.inGoodStanding(m.c.Now()) && m.loaded && m.stErr == nil {
+	if !inGoodStanding(m.st, m.c.Now()) && m.loaded && m.stErr == nil {
 		return []string{"  " + s.HelpKey.Render("e") + "  " + s.Selected.Render("Enrol") + " " + s.Muted.Render("paste a join string from the director's admin")}
 	}
 	return nil
