@@ -2,11 +2,16 @@ package status
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
 	"github.com/charmbracelet/x/ansi"
 
+	"github.com/virtcon/virtcon/agent"
+	"github.com/virtcon/virtcon/host"
+	"github.com/virtcon/virtcon/internal/testutil"
+	"github.com/virtcon/virtcon/paths"
 	"github.com/virtcon/virtcon/tui/term"
 	"github.com/virtcon/virtcon/tui/tuitest"
 )
@@ -27,9 +32,9 @@ func TestDirectorLine(t *testing.T) {
 	expiredLeft := &Director{Alert: "expired", State: "expired",
 		Line: "Director: certificate EXPIRED at 2026-03-14 09:12: VMs untouched; re-enrol"}
 	stopped := &Director{Enrolled: true, State: "stopped",
-		Line: "Director: director.example.org:9443 · node 1a2b3c4d… · agent not running"}
+		Line: "Director: enrolled with director.example.org:9443 · node 1a2b3c4d… · agent not running"}
 	backoff := &Director{Enrolled: true, Running: true, State: "backoff",
-		Line: "Director: retrying director.example.org:9443 · connection refused"}
+		Line: "Director: not connected to director.example.org:9443 (backoff): connection refused"}
 	for _, tc := range []struct {
 		name string
 		tier term.Tier
@@ -42,8 +47,8 @@ func TestDirectorLine(t *testing.T) {
 		{"connected, linux", term.Linux, fakeDirector(), nil, "DIRECTOR  connected to director.example.org:9443 - node 1a2b3c4d~ - cert until 2026-04-13"},
 		{"revoked", term.Plain, revoked, nil, "DIRECTOR  [FAIL] REVOKED at 2026-03-14 09:12: VMs untouched; re-enrol"},
 		{"expired, credentials gone, alert kept", term.Plain, expiredLeft, nil, "DIRECTOR  [FAIL] certificate EXPIRED at 2026-03-14 09:12: VMs untouched; re-enrol"},
-		{"agent not running", term.Plain, stopped, nil, "DIRECTOR  [INFO] director.example.org:9443 - node 1a2b3c4d~ - agent not running"},
-		{"backoff", term.Plain, backoff, nil, "DIRECTOR  [WARN] retrying director.example.org:9443 - connection refused"},
+		{"agent not running", term.Plain, stopped, nil, "DIRECTOR  [INFO] enrolled with director.example.org:9443 - node 1a2b3c4d~ - agent not running"},
+		{"backoff", term.Plain, backoff, nil, "DIRECTOR  [WARN] not connected to director.example.org:9443 (backoff): connection refused"},
 		{"not enrolled", term.Plain, &Director{Line: "Director: not enrolled"}, nil, ""},
 		{"no status", term.Plain, nil, nil, ""},
 		{"unreadable", term.Plain, nil, errors.New("agent.yaml: permission denied"), "DIRECTOR  [????] agent status unreadable: agent.yaml: permission denied"},
@@ -86,5 +91,28 @@ func TestDirectorLineFits(t *testing.T) {
 				t.Errorf("%s: content lacks %q:\n%s", tier, want, text)
 			}
 		}
+	}
+}
+
+// The live source reads the agent's files: none is no line; a credential
+// file that cannot be read is an unreadable status, said on the line.
+func TestLiveDirectorSource(t *testing.T) {
+	layout := paths.New(t.TempDir())
+	h := host.New(host.Options{Layout: layout, HostRoot: t.TempDir(), Logger: testutil.Logger(t)})
+	live := LiveSources(h)
+	d, err := live.Director()
+	if err != nil || d == nil || d.Enrolled || d.Line != "Director: not enrolled" {
+		t.Fatalf("no agent files: %+v, %v; want not enrolled", d, err)
+	}
+	if err := os.MkdirAll(agent.IdentityFile(layout), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	src := fakeSources()
+	src.Director = live.Director
+	m := newModel(t, term.Plain, src)
+	m.Update(m.loadNet()())
+	text := ansi.Strip(m.Content(300, 40))
+	if !strings.Contains(text, "DIRECTOR  [????] agent status unreadable: ") {
+		t.Errorf("an unreadable identity shows no unreadable DIRECTOR line:\n%s", text)
 	}
 }

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 
+	"github.com/virtcon/virtcon/agent"
 	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/netcfg"
@@ -63,5 +64,12 @@ func LiveSources(h *host.Host) Sources {
 		WebTerminal:       func() (*webterm.Record, error) { return webterm.Read(layout) },
 		Usage:             h.Info.Usage,
 		Boot:              h.LastBoot,
+		Director: func() (*Director, error) {
+			st, err := agent.ReadStatus(layout)
+			if err != nil {
+				return nil, err
+			}
+			return &Director{Enrolled: st.Enrolled, Line: st.Line(), Alert: st.Alert, Running: st.Running, State: st.State}, nil
+		},
 	}
 }
