@@ -13,16 +13,19 @@ VIRT_BIN ?= bin/virt
 # The race detector slows the integration tests; CI keeps it on.
 TESTFLAGS ?= -race -count=1
 
-.PHONY: help build virt build-deps install run deps test test-unit test-integration test-deb lint bench docs clean deb
+.PHONY: help build virt virt-director build-deps install run deps test test-unit test-integration test-deb lint bench docs clean deb
 
 help: ## show this help
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-build: virt ## build bin/virt and bin/dcui
+build: virt virt-director ## build bin/virt, bin/dcui and bin/virt-director
 	CGO_ENABLED=1 $(GO) build -trimpath -buildmode=pie -ldflags '$(LDFLAGS)' -o bin/dcui ./cmd/dcui  # PAM: cgo, never silently without
 
 virt: ## build bin/virt only (VIRT_BIN=PATH elsewhere)
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(VIRT_BIN) ./cmd/virt  # static: starts faster
+
+virt-director: ## build bin/virt-director only (the director: etcd embedded, never linked into virt)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/virt-director ./cmd/virt-director  # static, like virt
 
 run: build-deps build ## build, install the PAM service if missing, and open the DCUI here (root)
 	@[ -e /etc/pam.d/virtcon ] || install -m 0644 packaging/pam.d/virtcon /etc/pam.d/virtcon
@@ -83,8 +86,9 @@ bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm star
 	VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestDCUIBench|TestWebtermBench' -v ./integration/
 	$(GO) test -count=1 -run TestKeypressDuringSlowCall -v ./tui/vms/
 
-docs: build ## regenerate docs/cli-reference.md
+docs: build ## regenerate docs/cli-reference.md and docs/virt-director-reference.md
 	bin/virt gen-docs docs/cli-reference.md
+	bin/virt-director gen-docs docs/virt-director-reference.md
 
 .PHONY: screenshots
 screenshots: build guest ## render docs/img/dcui-*.png from the DCUI in tmux (root; temporary user, PAM service and VMs)
