@@ -18,7 +18,7 @@ const module = "github.com/virtcon/virtcon/"
 // into another (what two need is in the core, or in tui/common).
 var screens = map[string]bool{
 	"tui/status": true, "tui/vms": true, "tui/network": true, "tui/hardware": true,
-	"tui/logs": true, "tui/diagnostics": true, "tui/power": true,
+	"tui/logs": true, "tui/diagnostics": true, "tui/power": true, "tui/director": true,
 }
 
 // forbidden are calls no code under tui/ makes: the session's ctx

@@ -131,6 +131,11 @@ func (m *Model) tabs(w int) string {
 		}
 		line = strings.Join(items, " ")
 	}
+	if lipgloss.Width(line) > w {
+		// still too wide (eight tabs at 80 columns): the items' own
+		// padding is the only space between them
+		line = strings.TrimRight(strings.Join(items, ""), " ")
+	}
 	return line
 }
 

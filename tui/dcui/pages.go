@@ -7,6 +7,7 @@ import (
 	"github.com/virtcon/virtcon/tui/app"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/diagnostics"
+	tuidirector "github.com/virtcon/virtcon/tui/director"
 	"github.com/virtcon/virtcon/tui/hardware"
 	"github.com/virtcon/virtcon/tui/logs"
 	"github.com/virtcon/virtcon/tui/network"
@@ -26,6 +27,7 @@ type pageDeps struct {
 	logs        logs.Sources
 	diagnostics diagnostics.Sources
 	power       tuipower.Sources
+	director    tuidirector.Sources
 }
 
 // livePages builds the screens after login over the host's services, in
@@ -41,6 +43,7 @@ func livePages(c common.Common, h *host.Host, idle time.Duration, activity func(
 		logs:        logs.LiveSources(h.Layout, h.VMs),
 		diagnostics: diagnostics.LiveSources(h.Diag),
 		power:       tuipower.LiveSources(h),
+		director:    tuidirector.LiveSources(h, c.Logger),
 	})
 }
 
@@ -55,5 +58,6 @@ func buildPages(c common.Common, d pageDeps) []app.Page {
 		{Key: k.Logs, Tab: "Logs", Screen: logs.New(c, d.logs)},
 		{Key: k.Diag, Tab: "Diag", Screen: diagnostics.New(c, d.diagnostics)},
 		{Key: k.Power, Tab: "Power", Screen: tuipower.New(c, d.power)},
+		{Key: k.Director, Tab: "Director", Screen: tuidirector.New(c, d.director)},
 	}
 }

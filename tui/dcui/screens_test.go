@@ -17,6 +17,7 @@ import (
 	"github.com/charmbracelet/x/exp/teatest/v2"
 
 	"github.com/virtcon/virtcon/diag"
+	"github.com/virtcon/virtcon/enroll"
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/internal/testutil/fakehost"
@@ -24,6 +25,7 @@ import (
 	"github.com/virtcon/virtcon/tui/app"
 	"github.com/virtcon/virtcon/tui/common"
 	"github.com/virtcon/virtcon/tui/diagnostics"
+	tuidirector "github.com/virtcon/virtcon/tui/director"
 	"github.com/virtcon/virtcon/tui/hardware"
 	"github.com/virtcon/virtcon/tui/keys"
 	"github.com/virtcon/virtcon/tui/logs"
@@ -215,6 +217,43 @@ func statusSources() status.Sources {
 		Usage: func() (hostinfo.Usage, error) {
 			return hostinfo.Usage{CPUBusy: 300, CPUTotal: 1000, MemTotalBytes: 100 << 20, MemAvailableBytes: 60 << 20}, nil
 		},
+		Director: func() (*status.Director, error) {
+			return &status.Director{Enrolled: true, Running: true, State: tuidirector.StateConnected,
+				Line: "Director: connected to director.example.org:9443 · node 1a2b3c4d… · cert until 2026-04-13"}, nil
+		},
+	}
+}
+
+// fakeDirector is the node agent: enrolled and connected, or not
+// enrolled; an enrolment records its join and changes nothing else.
+type fakeDirector struct {
+	mu    sync.Mutex
+	st    *tuidirector.Status
+	joins []enroll.Join
+}
+
+func connectedAgent() *fakeDirector {
+	return &fakeDirector{st: &tuidirector.Status{Enrolled: true, Director: "director.example.org:9443",
+		NodeID: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", Pin: "sha256:3a5f9c017e44b2d80c61af9325e87b4d10c29e58f63ba711d4826e0fb95ac327",
+		CertNotAfter: fixedNow.Add(30 * 24 * time.Hour), Running: true, State: tuidirector.StateConnected,
+		LastHeartbeatAck: fixedNow.Add(-4 * time.Second)}}
+}
+
+func (f *fakeDirector) sources() tuidirector.Sources {
+	return tuidirector.Sources{
+		Status: func() (*tuidirector.Status, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.st, nil
+		},
+		Enroll: func(_ context.Context, j enroll.Join) (*tuidirector.Status, error) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.joins = append(f.joins, j)
+			f.st = &tuidirector.Status{Enrolled: true, Director: j.Addr(), NodeID: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
+				Pin: j.Pin(), CertNotAfter: fixedNow.Add(30 * 24 * time.Hour), State: tuidirector.StateStopped}
+			return f.st, nil
+		},
 	}
 }
 
@@ -243,6 +282,12 @@ func newRig(t *testing.T, tier term.Tier) *rig {
 // newRigWith is newRig with the status screen over src.
 func newRigWith(t *testing.T, tier term.Tier, src status.Sources) *rig {
 	t.Helper()
+	return newRigAgent(t, tier, src, connectedAgent())
+}
+
+// newRigAgent is newRigWith with the Director screen over agent.
+func newRigAgent(t *testing.T, tier term.Tier, src status.Sources, agent *fakeDirector) *rig {
+	t.Helper()
 	r := &rig{t: t, vms: &fakeVMs{}, power: &fakePower{}}
 	c := common.New(context.Background(), tier, testutil.Logger(t))
 	c.Now = func() time.Time { return fixedNow }
@@ -255,6 +300,7 @@ func newRigWith(t *testing.T, tier term.Tier, src status.Sources) *rig {
 		logs:        logSources(),
 		diagnostics: diagSources(),
 		power:       r.power.sources(),
+		director:    agent.sources(),
 	})
 	login := app.LoginFunc(func(_ context.Context, user, password, _ string) (string, error) {
 		if user == "alice" && password == "s3cret" {
@@ -363,7 +409,7 @@ func tour() []capture {
 		{"01-status-logged-out", func(*rig) {}, []string{"not logged in", "esx-lab-01", "https://192.168.10.5:8443/", "F2/l log in"}},
 		{"02-login", func(r *rig) { r.press("l"); r.typeText("alice"); r.press("tab"); r.typeText("s3cret") },
 			[]string{"Log in to manage this host", "alice", "******", "enter log in"}},
-		{"03-status", keys("enter"), []string{"alice@tty1 [RW]", "[s Status]", "logged in as alice"}},
+		{"03-status", keys("enter"), []string{"alice@tty1 [RW]", "[s Status]", "logged in as alice", "DIRECTOR  connected to director.example.org:9443"}},
 		{"04-vms", keys("v"), []string{"[v VMs]", "web-01", "db-01", "build", "legacy-win", "EXTERNAL", "CLI: virt vm stop web-01"}},
 		{"05-vm-menu", keys("enter"), []string{"Start", "Force stop", "Delete", "Console", "CLI: virt vm stop web-01"}},
 		{"06-vm-delete", keys("esc", "j", "j", "D"), []string{"Delete VM build?", "Press y to delete build; any other key cancels.", "y delete", "CLI: virt vm delete build"}},
@@ -372,10 +418,11 @@ func tour() []capture {
 		{"09-hardware", keys("esc", "w"), []string{"[w Hardware]", "Summary", "esx-lab-01", "CLI: virt host info"}},
 		{"10-logs", keys("g"), []string{"[g Logs]", "auth.log", "dcui.log", "web-01", "CLI: less"}},
 		{"11-diagnostics", keys("d", "enter"), []string{"[d Diag]", "SUPPORT BUNDLE", "virtcon-diagnostics-20260314T092653Z.tar.gz", "CLI: cd /var/lib/virtcon/diagnostics && virt diagnostics"}},
-		{"12-power", keys("p"), []string{"[p Power]", "Reboot", "Power off", "3 VMs are running", "CLI: virt host reboot"}},
-		{"13-power-confirm", keys("b"), []string{"Reboot the host?", "web-01", "db-01", "Press y to reboot now; any other key cancels."}},
-		{"14-help", keys("esc", "h"), []string{"Power keys", "Global keys", "F4/v", "reboot host"}},
-		{"15-locked", keys("esc", "l"), []string{"Console locked", "alice", "F2/l", "not logged in"}},
+		{"12-director", keys("m"), []string{"[m Director]", "enrolled with director.example.org:9443", "[PASS] connected", "CLI: virt agent status"}},
+		{"13-power", keys("p"), []string{"[p Power]", "Reboot", "Power off", "3 VMs are running", "CLI: virt host reboot"}},
+		{"14-power-confirm", keys("b"), []string{"Reboot the host?", "web-01", "db-01", "Press y to reboot now; any other key cancels."}},
+		{"15-help", keys("esc", "h"), []string{"Power keys", "Global keys", "F4/v", "m", "director", "reboot host"}},
+		{"16-locked", keys("esc", "l"), []string{"Console locked", "alice", "F2/l", "not logged in"}},
 	}
 }
 
@@ -547,7 +594,7 @@ func TestProgramPlainASCII(t *testing.T) {
 	waitFor("alice@tty1")
 	for _, step := range []struct{ keys, want string }{
 		{"v", "legacy-win"}, {"n", "MANAGEMENT"}, {"w", "PCI & IOMMU"}, {"g", "dcui.log"},
-		{"d", "SUPPORT BUNDLE"}, {"p", "HOST POWER"},
+		{"d", "SUPPORT BUNDLE"}, {"m", "AGENT"}, {"p", "HOST POWER"},
 	} {
 		send(step.keys)
 		waitFor(step.want)

@@ -12,13 +12,14 @@
 //	F8  / g       logs
 //	F9  / d       diagnostics
 //	F11 / p       power (reboot, shut down)
+//	      m       director (enrolment; F1-F12 are all taken)
 //	F12 / x       log out
 //	F10 / q       quit (ctrl+c too; not on the host console)
 //	ctrl+l        redraw the screen
 //
-// Letters the global map uses (h l s v r n w g d p x q) are reserved while
-// no text field is focused; screens use the others (a b c e f i j k m o t
-// u y z, digits, enter, esc, arrows, tab, /) for their own actions, in
+// Letters the global map uses (h l s v r n w g d p m x q) are reserved
+// while no text field is focused; screens use the others (a b c e f i j k
+// o t u y z, digits, enter, esc, arrows, tab, /) for their own actions, in
 // their menus and dialogs too: a menu takes every key while it is open,
 // so a global letter bound there would shadow the global key (x would
 // delete instead of logging out). tui/dcui's TestScreenKeysAvoidGlobalKeys

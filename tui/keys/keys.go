@@ -37,13 +37,14 @@ type KeyMap struct {
 	Logs     key.Binding
 	Diag     key.Binding
 	Power    key.Binding
+	Director key.Binding
 	Logout   key.Binding
 	Quit     key.Binding
 	Redraw   key.Binding
 }
 
 // Reserved are the letters the global map takes while no field is focused.
-const Reserved = "hlsvrnwgdpxq?"
+const Reserved = "hlsvrnwgdpmxq?"
 
 // Default returns the key map.
 func Default() KeyMap {
@@ -59,6 +60,8 @@ func Default() KeyMap {
 		Logs:     On("f8", "g").Help("F8/g", "logs"),
 		Diag:     On("f9", "d").Help("F9/d", "diagnostics"),
 		Power:    On("f11", "p").Help("F11/p", "power"),
+		// F1-F12 are all taken: the director has a letter only
+		Director: On("m").Help("m", "director"),
 		Logout:   On("f12", "x").Help("F12/x", "log out"),
 		Quit:     On("f10", "q", "ctrl+c").Help("F10/q", "quit"),
 		Redraw:   On("ctrl+l").Help("^L", "redraw"),
@@ -73,13 +76,13 @@ func (k KeyMap) ShortHelp() []key.Binding {
 // All is every global binding, for tests and the help screen.
 func (k KeyMap) All() []key.Binding {
 	return []key.Binding{k.Help, k.Login, k.Lock, k.Status, k.VMs, k.Refresh, k.Network, k.Hardware,
-		k.Logs, k.Diag, k.Power, k.Logout, k.Quit, k.Redraw}
+		k.Logs, k.Diag, k.Power, k.Director, k.Logout, k.Quit, k.Redraw}
 }
 
 // FullHelp is the help screen, in columns.
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Help, k.Login, k.Status, k.VMs, k.Network, k.Hardware, k.Logs},
-		{k.Diag, k.Power, k.Refresh, k.Logout, k.Quit, k.Redraw},
+		{k.Diag, k.Power, k.Director, k.Refresh, k.Logout, k.Quit, k.Redraw},
 	}
 }
