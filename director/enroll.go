@@ -113,7 +113,7 @@ func (e *enrollService) Enroll(ctx context.Context, req *connect.Request[directo
 		tok.Uses = append(tok.Uses, tokenUse{NodeID: nodeID, Serial: serial, SPKI: spki, At: ms(now), Source: source})
 		node := &nodeRecord{
 			V: recordVersion, ID: nodeID, Host: factsFrom(msg.GetHost()), Capabilities: capsFrom(msg.GetCapabilities()),
-			TokenID: id, EnrolledAt: ms(now), Address: source,
+			TokenID: id, EnrolledAt: ms(now), Address: hostOf(source),
 		}
 		node.addCert(nodeCert{Serial: serial, NotAfter: ms(notAfter), IssuedAt: ms(now)}, now)
 		txn := d.txn()

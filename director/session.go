@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -219,8 +220,8 @@ func (d *Director) register(ctx context.Context, p peer, reg *directorv1.Registe
 		if caps := capsFrom(reg.GetCapabilities()); !slices.Equal(caps, n.Capabilities) {
 			n.Capabilities, changed = caps, true
 		}
-		if p.Addr != n.Address {
-			n.Address, changed = p.Addr, true
+		if a := hostOf(p.Addr); a != n.Address {
+			n.Address, changed = a, true // the host only: a port changes every connection
 		}
 		txn := d.txn()
 		txn.IfRev(preNodes+p.NodeID, rev)
@@ -357,6 +358,15 @@ func (a *agentService) Leave(ctx context.Context, req *connect.Request[directorv
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
 	return connect.NewResponse(&directorv1.LeaveResponse{}), nil
+}
+
+// hostOf is the host of a host:port address (the address itself when it
+// has no port).
+func hostOf(addr string) string {
+	if h, _, err := net.SplitHostPort(addr); err == nil {
+		return h
+	}
+	return addr
 }
 
 // truncate cuts s to at most n bytes, on a rune boundary.

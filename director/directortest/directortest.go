@@ -103,9 +103,11 @@ type Harness struct {
 	// Options are those the director was opened with (Restart reuses them).
 	Options director.Options
 
-	t      testing.TB
-	cancel context.CancelFunc
-	done   chan error
+	t       testing.TB
+	cancel  context.CancelFunc
+	done    chan error
+	mu      sync.Mutex
+	clients []*http.Client
 }
 
 // Start opens and serves a director on 127.0.0.1:0 with its own data
@@ -165,6 +167,14 @@ func (h *Harness) Stop(t testing.TB) {
 	if h.cancel == nil {
 		return
 	}
+	// Idle client connections closed first: the server's graceful
+	// shutdown would wait a second for each to go.
+	h.mu.Lock()
+	for _, c := range h.clients {
+		c.CloseIdleConnections()
+	}
+	h.clients = nil
+	h.mu.Unlock()
 	h.cancel()
 	h.cancel = nil
 	select {
@@ -229,12 +239,16 @@ func (h *Harness) ClientTLS(cert *tls.Certificate) *tls.Config {
 func (h *Harness) HTTPClient(cert *tls.Certificate) *http.Client {
 	var p http.Protocols
 	p.SetHTTP2(true)
-	return &http.Client{Transport: &http.Transport{
+	c := &http.Client{Transport: &http.Transport{
 		TLSClientConfig:   h.ClientTLS(cert),
 		Protocols:         &p,
 		ForceAttemptHTTP2: true,
 		HTTP2:             &http.HTTP2Config{SendPingTimeout: 20 * time.Second, PingTimeout: 10 * time.Second},
 	}}
+	h.mu.Lock()
+	h.clients = append(h.clients, c)
+	h.mu.Unlock()
+	return c
 }
 
 // URL is the director's base URL.
