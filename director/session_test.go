@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"errors"
 	"net/http/httptrace"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -330,4 +331,70 @@ func TestLeave(t *testing.T) {
 	if h.AuditKinds(t)["node.leave"] != 1 {
 		t.Errorf("no node.leave audit entry")
 	}
+}
+
+// A director shutting down says Goodbye to its sessions and Serve
+// returns.
+func TestShutdownSaysGoodbye(t *testing.T) {
+	h := directortest.Start(t)
+	node, cert := h.Enroll(t, nil)
+	agent, hc := h.AgentClient(cert)
+	defer hc.CloseIdleConnections()
+	s, _ := openSession(t, agent, node)
+	got := make(chan *directorv1.SessionResponse, 1)
+	go func() {
+		m, _ := s.stream.Receive()
+		got <- m
+	}()
+	h.Stop(t)
+	select {
+	case m := <-got:
+		if m.GetGoodbye() == nil || m.GetGoodbye().GetReconnectAfterMs() <= 0 {
+			t.Errorf("at shutdown the agent got %v, want Goodbye with a reconnect delay", m)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no Goodbye 5 s after the shutdown")
+	}
+}
+
+// A revocation made by another director on the same etcd (a replica)
+// reaches this one through its watch: the live stream is cut and the
+// next call refused.
+func TestRevocationFromAnotherReplica(t *testing.T) {
+	a := directortest.Start(t)
+	b := directortest.Start(t, func(o *director.Options) {
+		o.Etcd.Prefix = a.Options.Etcd.Prefix
+		o.KEKFile = a.Options.KEKFile
+		if o.KEKFile == "" {
+			o.KEKFile = filepath.Join(a.DataDir, director.KEKFileName)
+		}
+	})
+	if a.Pin != b.Pin {
+		t.Fatalf("replica pin %s, want the first director's %s (one CA)", b.Pin, a.Pin)
+	}
+	node, cert := a.Enroll(t, nil)
+	agent, hc := a.AgentClient(cert)
+	defer hc.CloseIdleConnections()
+	s, _ := openSession(t, agent, node)
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := s.stream.Receive(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
+	if _, err := b.Admin.RevokeNode(context.Background(), connect.NewRequest(&directorv1.RevokeNodeRequest{Id: node})); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		wantCode(t, err, connect.CodeUnauthenticated)
+	case <-time.After(time.Second):
+		t.Fatal("the stream on the other director was open 1 s after the revocation")
+	}
+	_, req := renewReq(t)
+	_, err := agent.RenewCertificate(context.Background(), req)
+	wantCode(t, err, connect.CodeUnauthenticated)
 }
