@@ -177,8 +177,9 @@ func TestRevokeSameConnectionAndStream(t *testing.T) {
 		t.Fatalf("the session stream was still open 1 s after the revocation")
 	}
 
-	_, req = renewReq(t)
-	_, err := agent.RenewCertificate(trace.ctx(context.Background()), req)
+	// Leave: its handler would answer a revoked node (leaving twice is
+	// fine), so only the per-request check can refuse it.
+	_, err := agent.Leave(trace.ctx(context.Background()), connect.NewRequest(&directorv1.LeaveRequest{}))
 	wantCode(t, err, connect.CodeUnauthenticated)
 	if !trace.last() {
 		t.Errorf("the refused call did not reuse the connection: the test proves nothing about per-request checks")
@@ -294,12 +295,21 @@ func TestRenewSupersedes(t *testing.T) {
 	if err := s.heartbeat(1); err != nil {
 		t.Fatal(err)
 	}
+	// The node is not revoked, only the old serials: the per-request
+	// check refuses them, on the connections they used before.
+	var trace reuseTrace
 	_, req = renewReq(t)
-	_, err = agent.RenewCertificate(context.Background(), req)
+	_, err = agent.RenewCertificate(trace.ctx(context.Background()), req)
 	wantCode(t, err, connect.CodeUnauthenticated)
+	if !trace.last() {
+		t.Errorf("the old certificate's refused call did not reuse its connection")
+	}
 	_, req = renewReq(t)
-	_, err = newAgent.RenewCertificate(context.Background(), req)
+	_, err = newAgent.RenewCertificate(trace.ctx(context.Background()), req)
 	wantCode(t, err, connect.CodeUnauthenticated)
+	if !trace.last() {
+		t.Errorf("the superseded certificate's refused call did not reuse its connection")
+	}
 	if err := s.heartbeat(2); err != nil {
 		t.Errorf("the session on the newest certificate after superseding: %v", err)
 	}
