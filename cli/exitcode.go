@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io/fs"
 
+	"github.com/virtcon/virtcon/agent"
 	"github.com/virtcon/virtcon/internal/fielderr"
 
 	"github.com/virtcon/virtcon/netcfg"
@@ -19,6 +20,7 @@ const (
 	ExitUsage        = 2 // bad command line or bad input
 	ExitCheckFailed  = 3 // a check reported FAIL
 	ExitNotPermitted = 4 // not permitted (needs root or a group)
+	ExitCredential   = 5 // the director revoked the node's credential, or it expired: enrol again
 	ExitCanceled     = 130
 )
 
@@ -47,6 +49,8 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed
+	case errors.Is(err, agent.ErrRevoked), errors.Is(err, agent.ErrExpired):
+		return ExitCredential
 	case errors.Is(err, ErrNotPermitted), errors.Is(err, fs.ErrPermission):
 		return ExitNotPermitted
 	case errors.Is(err, context.Canceled):

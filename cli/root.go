@@ -58,6 +58,9 @@ func Run(ctx context.Context, args []string, io *IOStreams) int {
 // runEnv is Run with the Env given: tests set its unexported services.
 func runEnv(ctx context.Context, args []string, env *Env) int {
 	io := env.IO
+	if code, refused := refuseJoinArgs(args, io); refused {
+		return code
+	}
 	root := NewRootCmd(env)
 	root.SetArgs(args)
 	root.SetIn(io.In)
@@ -86,7 +89,7 @@ func NewRootCmd(env *Env) *cobra.Command {
 		Long: `virt drives one KVM host from a shell: host inspection and checks, VMs as
 plain QEMU processes, and host networking. Data goes to stdout (-o table|json|yaml),
 progress and warnings to stderr. Exit codes: 0 ok, 1 error, 2 usage, 3 check failed,
-4 not permitted.`,
+4 not permitted, 5 director credential revoked or expired (enrol again).`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -105,7 +108,7 @@ progress and warnings to stderr. Exit codes: 0 ok, 1 error, 2 usage, 3 check fai
 
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newVersionCmd(env), newHostCmd(env), newDiagnosticsCmd(env), newCompletionCmd(), newGenDocsCmd(),
-		newApplyCmd(env), newVMCmd(env), newImageCmd(env), newNetCmd(env), newDCUICmd(env), newWebtermCmd(env))
+		newApplyCmd(env), newVMCmd(env), newImageCmd(env), newNetCmd(env), newDCUICmd(env), newWebtermCmd(env), newAgentCmd(env))
 	// Unknown subcommands and wrong argument counts are usage errors.
 	for _, c := range allCommands(root) {
 		wrapArgs(c)
