@@ -28,8 +28,9 @@ type liveSession struct {
 	reason string
 }
 
-// cut ends the session: the handler sends Revoked (best effort) and
-// returns why as Unauthenticated.
+// cut ends the session: with why nil quietly; else the handler returns
+// why as Unauthenticated, after a Revoked message (best effort) when the
+// certificate was revoked.
 func (s *liveSession) cut(why error, reason string) {
 	s.once.Do(func() {
 		s.why, s.reason = why, reason
@@ -143,7 +144,9 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 				d.closeSession(p, s.reason)
 				return nil
 			}
-			_ = stream.Send(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Revoked{Revoked: &directorv1.Revoked{Reason: s.reason}}})
+			if errors.Is(s.why, errCertRevoked) {
+				_ = stream.Send(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Revoked{Revoked: &directorv1.Revoked{Reason: s.reason}}})
+			}
 			d.closeSession(p, s.reason)
 			return connect.NewError(connect.CodeUnauthenticated, s.why)
 		case <-d.stopping:

@@ -198,12 +198,23 @@ func TestRevokeSameConnectionAndStream(t *testing.T) {
 }
 
 // A certificate that expires while its connection is open is refused on
-// the next request (the director's clock, per request).
+// the next request (the director's clock, per request), and its live
+// session is ended by the sweep.
 func TestExpiredCertificatePerRequest(t *testing.T) {
-	h := directortest.Start(t)
-	_, cert := h.Enroll(t, nil)
+	h := directortest.Start(t, func(o *director.Options) { o.SweepEvery = 20 * time.Millisecond })
+	node, cert := h.Enroll(t, nil)
 	agent, hc := h.AgentClient(cert)
 	defer hc.CloseIdleConnections()
+	s, _ := openSession(t, agent, node)
+	ended := make(chan error, 1)
+	go func() {
+		for {
+			if _, err := s.stream.Receive(); err != nil {
+				ended <- err
+				return
+			}
+		}
+	}()
 	var trace reuseTrace
 	_, req := renewReq(t)
 	if _, err := agent.RenewCertificate(trace.ctx(context.Background()), req); err != nil {
@@ -219,6 +230,12 @@ func TestExpiredCertificatePerRequest(t *testing.T) {
 	var ce *connect.Error
 	if errors.As(err, &ce) && ce.Message() != "certificate expired" {
 		t.Errorf("message %q, want %q", ce.Message(), "certificate expired")
+	}
+	select {
+	case err := <-ended:
+		wantCode(t, err, connect.CodeUnauthenticated)
+	case <-time.After(time.Second):
+		t.Errorf("the session of an expired certificate was open 1 s later")
 	}
 	// A new connection fails at the handshake already.
 	agent2, hc2 := h.AgentClient(cert)
