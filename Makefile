@@ -42,7 +42,7 @@ install: build-deps build ## install binaries, the PAM service, the admin group 
 	getent group virtcon-admin >/dev/null || groupadd --system virtcon-admin
 	install -d /etc/systemd/system/getty@tty1.service.d
 	install -m 0644 packaging/systemd/getty@tty1.service.d/virtcon-dcui.conf /etc/systemd/system/getty@tty1.service.d/
-	install -m 0644 packaging/systemd/virtcon-dcui-serial@.service packaging/systemd/virtcon-guests.service packaging/systemd/virtcon.slice packaging/systemd/virtcon-webterm.service /etc/systemd/system/
+	install -m 0644 packaging/systemd/virtcon-dcui-serial@.service packaging/systemd/virtcon-guests.service packaging/systemd/virtcon.slice packaging/systemd/virtcon-webterm.service packaging/systemd/virtcon-agent.service /etc/systemd/system/
 	install -d /usr/local/share/doc/virtcon && install -m 0644 docs/*.md /usr/local/share/doc/virtcon/
 	@if [ -d /run/systemd/system ]; then systemctl daemon-reload; echo "DCUI on tty1 after: systemctl restart getty@tty1; serial: systemctl enable --now virtcon-dcui-serial@ttyS0"; fi
 

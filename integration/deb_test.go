@@ -92,6 +92,7 @@ func TestIntegrationDebPackage(t *testing.T) {
 		"/lib/systemd/system/virtcon-dcui-serial@.service":          "ExecStart=-/usr/bin/dcui --console",
 		"/lib/systemd/system/virtcon.slice":                         "[Slice]",
 		"/lib/systemd/system/virtcon-webterm.service":               "ExecStart=/usr/bin/virt webterm",
+		"/lib/systemd/system/virtcon-agent.service":                 "ExecStart=/usr/bin/virt agent run",
 		"/usr/share/virtcon/getty@tty1.service.d/virtcon-dcui.conf": "ExecStart=-/usr/bin/dcui --console",
 		"/etc/pam.d/virtcon":                                        "common-auth",
 		"/etc/virtcon/host.yaml":                                    "kind: HostPolicy",

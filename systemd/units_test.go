@@ -98,3 +98,20 @@ func containsString(list []string, s string) bool {
 	}
 	return false
 }
+
+// The agent's unit runs `virt agent run` once enrolled, is not restarted
+// after exit 5 (credential revoked or expired: re-enrol), and a stop
+// signals virt alone.
+func TestAgentUnit(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(testutil.RepoRoot(t), "packaging", "systemd", "virtcon-agent.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ExecStart=/usr/local/bin/virt agent run", "Restart=on-failure", "RestartPreventExitStatus=5",
+		"KillMode=process", "After=network-online.target", "Wants=network-online.target",
+		"ConditionPathExists=/etc/virtcon/agent/identity.pem", "WantedBy=multi-user.target"} {
+		if !strings.Contains(string(b), "\n"+want+"\n") {
+			t.Errorf("virtcon-agent.service lacks %q", want)
+		}
+	}
+}
