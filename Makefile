@@ -37,12 +37,12 @@ build-deps: ## install what building needs (gcc, libpam0g-dev) when missing (roo
 	scripts/install-deps.sh --build
 
 install: build-deps build ## install binaries, the PAM service, the admin group and the console units (root)
-	install -m 0755 bin/virt bin/dcui /usr/local/bin/
+	install -m 0755 bin/virt bin/dcui bin/virt-director /usr/local/bin/
 	install -m 0644 packaging/pam.d/virtcon /etc/pam.d/virtcon
 	getent group virtcon-admin >/dev/null || groupadd --system virtcon-admin
 	install -d /etc/systemd/system/getty@tty1.service.d
 	install -m 0644 packaging/systemd/getty@tty1.service.d/virtcon-dcui.conf /etc/systemd/system/getty@tty1.service.d/
-	install -m 0644 packaging/systemd/virtcon-dcui-serial@.service packaging/systemd/virtcon-guests.service packaging/systemd/virtcon.slice packaging/systemd/virtcon-webterm.service packaging/systemd/virtcon-agent.service /etc/systemd/system/
+	install -m 0644 packaging/systemd/virtcon-dcui-serial@.service packaging/systemd/virtcon-guests.service packaging/systemd/virtcon.slice packaging/systemd/virtcon-webterm.service packaging/systemd/virtcon-agent.service packaging/systemd/virtcon-director.service /etc/systemd/system/
 	install -d /usr/local/share/doc/virtcon && install -m 0644 docs/*.md /usr/local/share/doc/virtcon/
 	@if [ -d /run/systemd/system ]; then systemctl daemon-reload; echo "DCUI on tty1 after: systemctl restart getty@tty1; serial: systemctl enable --now virtcon-dcui-serial@ttyS0"; fi
 
@@ -51,7 +51,7 @@ NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
 
 deb: build ## build dist/virtcon_<version>_amd64.deb: binaries, man pages, completions, PAM, units, conffiles (nfpm)
 	rm -rf dist && mkdir -p dist
-	$(GO) run ./scripts/deb -version '$(VERSION)' -commit '$(COMMIT)' -date "$$(git log -1 --format=%ct 2>/dev/null || date +%s)" -virt bin/virt -dcui bin/dcui -work build/deb
+	$(GO) run ./scripts/deb -version '$(VERSION)' -commit '$(COMMIT)' -date "$$(git log -1 --format=%ct 2>/dev/null || date +%s)" -virt bin/virt -dcui bin/dcui -director bin/virt-director -work build/deb
 	$(NFPM) package -f build/deb/nfpm.yaml -p deb -t dist/
 	@ls dist/*.deb
 

@@ -17,7 +17,7 @@ import (
 
 // The paths a virtcon package owns or its scripts make: the test needs
 // the machine without any of them, and leaves it so.
-var debPaths = []string{"/usr/bin/virt", "/usr/bin/dcui", "/etc/virtcon", "/etc/pam.d/virtcon",
+var debPaths = []string{"/usr/bin/virt", "/usr/bin/dcui", "/usr/bin/virt-director", "/etc/virtcon", "/etc/pam.d/virtcon",
 	"/var/lib/virtcon", "/var/log/virtcon", "/lib/systemd/system/virtcon-guests.service"}
 
 // TestIntegrationDebPackage builds the .deb (make deb), runs lintian on
@@ -79,7 +79,10 @@ func TestIntegrationDebPackage(t *testing.T) {
 	if got := sh(t, "/", time.Minute, "dpkg-query", "-W", "-f=${Version}", "virtcon"); got != version {
 		t.Errorf("installed version: got %q; want %q (the file's)", got, version)
 	}
-	for _, page := range []string{"virt", "virt-vm", "virt-host", "dcui"} {
+	if out := sh(t, "/", time.Minute, "/usr/bin/virt-director", "version"); !strings.Contains(out, "virt-director") {
+		t.Errorf("virt-director version: got %q", out)
+	}
+	for _, page := range []string{"virt", "virt-vm", "virt-host", "virt-agent", "dcui", "virt-director", "virt-director-serve", "virt-director-token-create"} {
 		if out := sh(t, "/", time.Minute, "man", "-w", page); !strings.HasSuffix(strings.TrimSpace(out), ".gz") {
 			t.Errorf("man -w %s: got %q; want a gzipped page", page, out)
 		}
@@ -92,6 +95,9 @@ func TestIntegrationDebPackage(t *testing.T) {
 		"/lib/systemd/system/virtcon-dcui-serial@.service":          "ExecStart=-/usr/bin/dcui --console",
 		"/lib/systemd/system/virtcon.slice":                         "[Slice]",
 		"/lib/systemd/system/virtcon-webterm.service":               "ExecStart=/usr/bin/virt webterm",
+		"/lib/systemd/system/virtcon-agent.service":                 "ExecStart=/usr/bin/virt agent run",
+		"/lib/systemd/system/virtcon-director.service":              "ExecStart=/usr/bin/virt-director serve",
+		"/usr/share/bash-completion/completions/virt-director":      "complete",
 		"/lib/systemd/system/virtcon-agent.service":                 "ExecStart=/usr/bin/virt agent run",
 		"/usr/share/virtcon/getty@tty1.service.d/virtcon-dcui.conf": "ExecStart=-/usr/bin/dcui --console",
 		"/etc/pam.d/virtcon":                                        "common-auth",
@@ -106,7 +112,7 @@ func TestIntegrationDebPackage(t *testing.T) {
 	}
 	for p, want := range map[string]os.FileMode{
 		"/etc/virtcon": 0o700 | os.ModeDir, "/var/lib/virtcon": 0o700 | os.ModeDir, "/var/log/virtcon": 0o700 | os.ModeDir,
-		"/usr/bin/virt": 0o755, "/usr/bin/dcui": 0o755, "/etc/pam.d/virtcon": 0o644, "/etc/virtcon/host.yaml": 0o644,
+		"/usr/bin/virt": 0o755, "/usr/bin/dcui": 0o755, "/usr/bin/virt-director": 0o755, "/etc/pam.d/virtcon": 0o644, "/etc/virtcon/host.yaml": 0o644,
 	} {
 		if st, err := os.Stat(p); err != nil || st.Mode() != want {
 			t.Errorf("%s: mode %v, %v; want %v", p, modeOf(st), err, want)
@@ -143,7 +149,7 @@ func TestIntegrationDebPackage(t *testing.T) {
 
 	// remove: the programs go, the configuration and the state stay
 	sh(t, "/", 5*time.Minute, "dpkg", "-r", "virtcon")
-	for _, gone := range []string{"/usr/bin/virt", "/usr/bin/dcui", "/lib/systemd/system/virtcon-guests.service", "/usr/share/man/man1/virt.1.gz"} {
+	for _, gone := range []string{"/usr/bin/virt", "/usr/bin/dcui", "/usr/bin/virt-director", "/lib/systemd/system/virtcon-guests.service", "/usr/share/man/man1/virt.1.gz"} {
 		if fileExists(gone) {
 			t.Errorf("after dpkg -r: %s still there", gone)
 		}

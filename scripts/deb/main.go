@@ -16,6 +16,7 @@ import (
 
 	"github.com/spf13/cobra/doc"
 	"github.com/virtcon/virtcon/cli"
+	"github.com/virtcon/virtcon/directorcli"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -33,6 +34,7 @@ func run() error {
 		version = flag.String("version", "", "version (git describe); made a Debian version")
 		virt    = flag.String("virt", "bin/virt", "the virt binary")
 		dcui    = flag.String("dcui", "bin/dcui", "the dcui binary")
+		dir     = flag.String("director", "bin/virt-director", "the virt-director binary")
 		work    = flag.String("work", "build/deb", "staging directory (emptied first)")
 		epoch   = flag.Int64("date", 0, "the changelog's date, seconds since 1970 (the commit's; default now)")
 		commit  = flag.String("commit", "", "the commit built")
@@ -49,7 +51,7 @@ func run() error {
 	if *epoch > 0 {
 		when = time.Unix(*epoch, 0).UTC()
 	}
-	for _, b := range []string{*virt, *dcui} {
+	for _, b := range []string{*virt, *dcui, *dir} {
 		if st, err := os.Stat(b); err != nil || st.Mode()&0o111 == 0 {
 			return fmt.Errorf("binary %s: not built (make build): %v", b, err)
 		}
@@ -58,7 +60,7 @@ func run() error {
 		return err
 	}
 	s := &stage{dir: *work}
-	if err := s.build(debVersion, *commit, when, *virt, *dcui); err != nil {
+	if err := s.build(debVersion, *commit, when, *virt, *dcui, *dir); err != nil {
 		return err
 	}
 	fmt.Println(filepath.Join(*work, "nfpm.yaml"))
@@ -143,17 +145,24 @@ func unitPaths(b []byte) []byte {
 		[]byte("file:///usr/local/share/doc/virtcon/"), []byte("file:///usr/share/doc/virtcon/"))
 }
 
-func (s *stage) build(version, commit string, when time.Time, virt, dcui string) error {
+func (s *stage) build(version, commit string, when time.Time, virt, dcui, director string) error {
 	s.add(virt, "/usr/bin/virt", 0o755, "")
 	s.add(dcui, "/usr/bin/dcui", 0o755, "")
+	s.add(director, "/usr/bin/virt-director", 0o755, "")
 
 	if err := s.manPages(version); err != nil {
+		return err
+	}
+	if err := s.directorManPages(version); err != nil {
 		return err
 	}
 	if err := s.dcuiManPage(dcui); err != nil {
 		return err
 	}
-	if err := s.completions(virt); err != nil {
+	if err := s.completions(virt, "virt"); err != nil {
+		return err
+	}
+	if err := s.completions(director, "virt-director"); err != nil {
 		return err
 	}
 
@@ -236,6 +245,35 @@ func (s *stage) manPages(version string) error {
 	return nil
 }
 
+// directorManPages writes virt-director(8) and one page per command, from
+// its cobra tree: section 8, a daemon and its administration.
+func (s *stage) directorManPages(version string) error {
+	dir := filepath.Join(s.dir, "man8")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	root := directorcli.NewRootCmd(&directorcli.Env{IO: &directorcli.IOStreams{}})
+	root.DisableAutoGenTag = true
+	header := &doc.GenManHeader{Title: "VIRT-DIRECTOR", Section: "8", Source: "virtcon " + version, Manual: "virtcon manual"}
+	if err := doc.GenManTree(root, header, dir); err != nil {
+		return fmt.Errorf("virt-director man pages: %w", err)
+	}
+	pages, _ := filepath.Glob(filepath.Join(dir, "*.8"))
+	if !slices.Contains(pages, filepath.Join(dir, "virt-director.8")) || !slices.Contains(pages, filepath.Join(dir, "virt-director-serve.8")) {
+		return fmt.Errorf("man pages: virt-director.8 or virt-director-serve.8 missing from %v", pages)
+	}
+	for _, p := range pages {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if err := s.write("/usr/share/man/man8/"+filepath.Base(p)+".gz", gz(b), 0o644, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // dcuiManPage ships packaging/man/dcui.8, refusing one that misses a flag
 // the built dcui has (it is written by hand: dcui's flags are Go's flag
 // package, not cobra).
@@ -257,17 +295,17 @@ func (s *stage) dcuiManPage(dcui string) error {
 	return s.write("/usr/share/man/man8/dcui.8.gz", gz(page), 0o644, "")
 }
 
-// completions are what `virt completion SHELL` prints, in each shell's
+// completions are what `PROG completion SHELL` prints, in each shell's
 // system directory.
-func (s *stage) completions(virt string) error {
+func (s *stage) completions(bin, prog string) error {
 	for shell, dst := range map[string]string{
-		"bash": "/usr/share/bash-completion/completions/virt",
-		"zsh":  "/usr/share/zsh/vendor-completions/_virt",
-		"fish": "/usr/share/fish/vendor_completions.d/virt.fish",
+		"bash": "/usr/share/bash-completion/completions/" + prog,
+		"zsh":  "/usr/share/zsh/vendor-completions/_" + prog,
+		"fish": "/usr/share/fish/vendor_completions.d/" + prog + ".fish",
 	} {
-		out, err := exec.Command(virt, "completion", shell).Output()
+		out, err := exec.Command(bin, "completion", shell).Output()
 		if err != nil || len(out) == 0 {
-			return fmt.Errorf("virt completion %s: %v", shell, err)
+			return fmt.Errorf("%s completion %s: %v", prog, shell, err)
 		}
 		if err := s.write(dst, out, 0o644, ""); err != nil {
 			return err
@@ -306,7 +344,9 @@ func (s *stage) writeConfig(version string) error {
 			"inspection and checks, VMs as plain QEMU processes over QMP (each in its\n" +
 			"own systemd scope), host networking by netlink with try and rollback,\n" +
 			"and the guests' start at boot and shutdown at power-off\n" +
-			"(virtcon-guests.service).",
+			"(virtcon-guests.service). virt-director is the optional director that\n" +
+			"hosts enrol into (one-time tokens, per-node mTLS certificates, state in\n" +
+			"etcd) and virt agent the host's side of it.",
 		// dcui links libc and PAM (cgo); groupadd is passwd's
 		Depends:    []string{"libc6", "libpam0g", "passwd", "qemu-system-x86", "qemu-utils"},
 		Recommends: []string{"ovmf", "dnsmasq-base", "nftables"},
