@@ -139,6 +139,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 			if !now.Before(r.renewAt) && !now.Before(r.nextRenewTry) {
 				err := r.renew(sctx, ac)
 				if err == nil {
+					r.record(func(rc *record) { rc.State = StateConnecting })
 					sayGoodbye(stream, "certificate renewed")
 					return sessionEnd{registered: true, renewed: true}
 				}

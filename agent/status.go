@@ -41,8 +41,9 @@ type Status struct {
 
 // ReadStatus reads the status from the files under l. It does no network
 // I/O and is cheap (a few small reads), for a screen that refreshes. A
-// record whose process is gone (or is another process now) is not a
-// running agent; its last heartbeat and error still show. A credential
+// record whose process is gone (or is another process now), or that says
+// its Run ended, is not a running agent; its last heartbeat and error
+// still show. A credential
 // file that exists but cannot be read is an error.
 func ReadStatus(l paths.Layout) (*Status, error) {
 	s := &Status{}
@@ -75,11 +76,17 @@ func ReadStatus(l paths.Layout) (*Status, error) {
 	}
 	if rec != nil && s.Enrolled {
 		s.LastHeartbeatAck, s.LastError = rec.LastHeartbeatAck, rec.LastError
-		if alive {
+		if alive && !final(rec.State) {
 			s.Running, s.PID, s.State, s.NextRetry = true, rec.PID, rec.State, rec.NextRetry
 		}
 	}
 	return s, nil
+}
+
+// final states are those a Run ends in: its process may live on (the
+// DCUI's, a test's), the agent does not.
+func final(state string) bool {
+	return state == StateStopped || state == StateRevoked || state == StateExpired
 }
 
 func serialOf(c *x509.Certificate) string {
