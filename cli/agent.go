@@ -266,7 +266,7 @@ func newAgentStatusCmd(env *Env) *cobra.Command {
 		Long: `Show the host's enrolment (director, node id, CA pin, certificate serial and
 expiry) and the running agent's session (connecting, connected, backoff) with
 its last answered heartbeat and last error, from the local files only: it
-contacts nobody. -o json prints the fields documented in docs/director.md.
+contacts nobody. -o json prints the fields documented in docs/cli.md.
 Exit code 5 when the credential was revoked or expired (the alert stays until
 the host enrols again).`,
 		Args: cobra.NoArgs,
