@@ -1,7 +1,9 @@
 package agent
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/pem"
 	"errors"
 	"log/slog"
@@ -57,7 +59,23 @@ func TestEnrollDirector(t *testing.T) {
 	t.Parallel()
 	d := directortest.Start(t)
 	h := testHost(t)
-	st := enrolHost(t, d, h)
+	var logs bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	join := d.Token(t, nil)
+	st, err := Enroll(context.Background(), h, join, EnrollOptions{Logger: log})
+	if err != nil {
+		t.Fatalf("Enroll: %v", err)
+	}
+	// what the agent logged has neither the token's secret nor the key
+	keyPEM, _ := os.ReadFile(IdentityFile(h.Layout))
+	blk, _ := pem.Decode(keyPEM)
+	if strings.Contains(logs.String(), join.Secret()) || strings.Contains(logs.String(), "PRIVATE KEY") ||
+		strings.Contains(logs.String(), base64.StdEncoding.EncodeToString(blk.Bytes)[:40]) {
+		t.Errorf("the enrolment's log holds a secret:\n%s", logs.String())
+	}
+	if !strings.Contains(logs.String(), join.ID()) {
+		t.Errorf("the log does not name the token's id %s:\n%s", join.ID(), logs.String())
+	}
 	if !st.Enrolled || st.Pin != d.Pin || st.Director != d.Addr || !enroll.ValidNodeID(st.NodeID) {
 		t.Fatalf("status %+v; want enrolled with %s, pin %s", st, d.Addr, d.Pin)
 	}
