@@ -98,7 +98,6 @@ func TestIntegrationDebPackage(t *testing.T) {
 		"/lib/systemd/system/virtcon-agent.service":                 "ExecStart=/usr/bin/virt agent run",
 		"/lib/systemd/system/virtcon-director.service":              "ExecStart=/usr/bin/virt-director serve",
 		"/usr/share/bash-completion/completions/virt-director":      "complete",
-		"/lib/systemd/system/virtcon-agent.service":                 "ExecStart=/usr/bin/virt agent run",
 		"/usr/share/virtcon/getty@tty1.service.d/virtcon-dcui.conf": "ExecStart=-/usr/bin/dcui --console",
 		"/etc/pam.d/virtcon":                                        "common-auth",
 		"/etc/virtcon/host.yaml":                                    "kind: HostPolicy",
