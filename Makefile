@@ -77,7 +77,7 @@ lint: ## gofmt, go vet, staticcheck
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags integration ./...
 
-bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress, web terminal login/keystroke/RSS
+bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress, web terminal login/keystroke/RSS, director enrolment/sessions with 1000 simulated agents
 	scripts/install-deps.sh libvirt-clients
 	scripts/libvirt-peer.sh
 	$(GO) run ./scripts/bench -virt bin/virt
@@ -85,6 +85,8 @@ bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm star
 # DCUI (root, tmux, PAM): first frame vs `virt version` on a pty, RSS with 50 VMs, key latency while QMP hangs
 	VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestDCUIBench|TestWebtermBench' -v ./integration/
 	$(GO) test -count=1 -run TestKeypressDuringSlowCall -v ./tui/vms/
+# director: 1000 simulated agents on loopback (enrolment 16 in flight; one mTLS session each at 10 s and 1 s heartbeats)
+	$(GO) run ./scripts/dirload -director bin/virt-director
 
 docs: build ## regenerate docs/cli-reference.md and docs/virt-director-reference.md
 	bin/virt gen-docs docs/cli-reference.md

@@ -1,0 +1,213 @@
+package loadgen
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/api/directorv1/directorv1connect"
+	"github.com/virtcon/virtcon/enroll"
+)
+
+// Identity is one simulated agent's credential.
+type Identity struct {
+	NodeID string
+	Cert   tls.Certificate
+	// Roots holds the director's root CA, as the agent keeps it.
+	Roots *x509.CertPool
+}
+
+// transport is one agent's own connection pool: an HTTP/2-only client
+// over TLS 1.3, so every agent has its own TLS connection.
+func transport(cfg *tls.Config) *http.Transport {
+	var p http.Protocols
+	p.SetHTTP2(true)
+	return &http.Transport{
+		TLSClientConfig:   cfg,
+		Protocols:         &p,
+		ForceAttemptHTTP2: true,
+		HTTP2:             &http.HTTP2Config{SendPingTimeout: 20 * time.Second, PingTimeout: 10 * time.Second},
+	}
+}
+
+func baseURL(addr string) string { return "https://" + addr }
+
+// Enrol enrols one agent per join string, inFlight at a time, and
+// returns their identities in the same order. It stops at the first
+// failure.
+func Enrol(ctx context.Context, joins []enroll.Join, inFlight int) ([]Identity, error) {
+	if inFlight < 1 {
+		inFlight = 1
+	}
+	ids := make([]Identity, len(joins))
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, inFlight)
+	var wg sync.WaitGroup
+	for i, j := range joins {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			id, err := enrolOne(ctx, j, fmt.Sprintf("loadgen-%05d", i))
+			if err != nil {
+				cancel(fmt.Errorf("agent %d: %w", i, err))
+				return
+			}
+			ids[i] = id
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
+func enrolOne(ctx context.Context, j enroll.Join, hostname string) (Identity, error) {
+	key, err := enroll.NewKey()
+	if err != nil {
+		return Identity{}, err
+	}
+	csr, err := enroll.NewCSR(key, hostname)
+	if err != nil {
+		return Identity{}, err
+	}
+	tr := transport(&tls.Config{
+		MinVersion:         tls.VersionTLS13,
+		InsecureSkipVerify: true, // verified by the pin, below
+		VerifyConnection:   enroll.VerifyPinned(j.Pin(), j.Host()),
+	})
+	defer tr.CloseIdleConnections()
+	c := directorv1connect.NewEnrollServiceClient(&http.Client{Transport: tr}, baseURL(j.Addr()))
+	resp, err := c.Enroll(ctx, connect.NewRequest(&directorv1.EnrollRequest{
+		Token:  j.Token(),
+		CsrDer: csr,
+		Host:   &directorv1.HostFacts{Hostname: hostname, HostUuid: "", AgentVersion: "loadgen"},
+	}))
+	if err != nil {
+		return Identity{}, err
+	}
+	m := resp.Msg
+	roots := x509.NewCertPool()
+	chain := [][]byte{m.CertDer}
+	for i, der := range m.CaChainDer {
+		c, err := x509.ParseCertificate(der)
+		if err != nil {
+			return Identity{}, fmt.Errorf("ca chain %d: %w", i, err)
+		}
+		if i == len(m.CaChainDer)-1 {
+			roots.AddCert(c)
+		} else {
+			chain = append(chain, der)
+		}
+	}
+	leaf, err := x509.ParseCertificate(m.CertDer)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{NodeID: m.NodeId, Cert: tls.Certificate{Certificate: chain, PrivateKey: key, Leaf: leaf}, Roots: roots}, nil
+}
+
+// Stats count what the simulated sessions did.
+type Stats struct {
+	Registered atomic.Int64 // sessions that got Registered
+	Acks       atomic.Int64 // heartbeats answered
+	Errors     atomic.Int64 // sessions that ended with an error (and were reopened)
+}
+
+// Sessions holds one Session stream per identity against the director at
+// addr (host:port, the server name being host), each heartbeating every
+// period with ±10 % jitter, first beats spread over one period, until ctx
+// ends. A stream that fails is reopened after a second.
+func Sessions(ctx context.Context, addr, serverName string, ids []Identity, period time.Duration, st *Stats) {
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				if err := session(ctx, addr, serverName, ids[i], period, st); err != nil && ctx.Err() == nil {
+					st.Errors.Add(1)
+					select {
+					case <-ctx.Done():
+					case <-time.After(time.Second):
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func session(ctx context.Context, addr, serverName string, id Identity, period time.Duration, st *Stats) error {
+	tr := transport(&tls.Config{
+		MinVersion:   tls.VersionTLS13,
+		RootCAs:      id.Roots,
+		ServerName:   serverName,
+		Certificates: []tls.Certificate{id.Cert},
+	})
+	defer tr.CloseIdleConnections()
+	c := directorv1connect.NewAgentServiceClient(&http.Client{Transport: tr}, baseURL(addr))
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	s := c.Session(ctx)
+	defer s.CloseRequest() //nolint:errcheck // the stream is being dropped
+	if err := s.Send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Register{Register: &directorv1.Register{
+		NodeId: id.NodeID,
+		Host:   &directorv1.HostFacts{Hostname: id.Cert.Leaf.Subject.CommonName, AgentVersion: "loadgen"},
+	}}}); err != nil {
+		return err
+	}
+	first, err := s.Receive()
+	if err != nil {
+		return err
+	}
+	if first.GetRegistered() == nil {
+		return errors.New("first answer is not Registered")
+	}
+	st.Registered.Add(1)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := s.Receive()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			if m.GetHeartbeatAck() != nil {
+				st.Acks.Add(1)
+			}
+		}
+	}()
+	wait := time.Duration(rand.Int64N(int64(period)))
+	for seq := uint64(1); ; seq++ {
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-recvErr:
+			return err
+		case <-time.After(wait):
+		}
+		if err := s.Send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Heartbeat{Heartbeat: &directorv1.Heartbeat{Seq: seq}}}); err != nil {
+			return err
+		}
+		wait = time.Duration(float64(period) * (0.9 + 0.2*rand.Float64()))
+	}
+}

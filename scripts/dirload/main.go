@@ -1,0 +1,209 @@
+// Command dirload measures a director under simulated agents (make
+// bench): it starts bin/virt-director on loopback in a temporary data
+// dir, makes one token per agent over the admin socket, times the
+// enrolments (16 in flight), then holds one mTLS session per agent at a
+// heartbeat period and samples the director's own CPU time and RSS from
+// /proc. Figures are printed against the targets and against the seed
+// platform's limit of about 50 nodes per cluster.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/director"
+	"github.com/virtcon/virtcon/director/loadgen"
+	"github.com/virtcon/virtcon/enroll"
+)
+
+// seedNodes is the seed platform's own limit: etcd Raft, ~50 nodes per cluster.
+const seedNodes = 50
+
+func main() {
+	bin := flag.String("director", "bin/virt-director", "path to the virt-director binary")
+	n := flag.Int("n", 1000, "simulated agents")
+	inFlight := flag.Int("inflight", 16, "enrolments in flight")
+	warm := flag.Duration("warmup", 15*time.Second, "sessions settle this long before sampling")
+	dur := flag.Duration("duration", 60*time.Second, "sampling time per heartbeat period")
+	periods := flag.String("periods", "10s,1s", "heartbeat periods to measure")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *bin, *n, *inFlight, *warm, *dur, *periods); err != nil {
+		fmt.Fprintln(os.Stderr, "dirload:", err)
+		os.Exit(1)
+	}
+}
+
+type target struct {
+	cpu float64 // % of one core
+	rss float64 // MB
+}
+
+func run(ctx context.Context, bin string, n, inFlight int, warm, dur time.Duration, periods string) error {
+	data, err := os.MkdirTemp("", "dirload")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(data)
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	cmd := exec.CommandContext(ctx, bin, "serve", "--data", data, "--listen", addr, "--advertise", addr, "--log-level", "warn")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	ready := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "serving on") {
+				close(ready)
+			}
+		}
+	}()
+	select {
+	case <-ready:
+	case <-time.After(60 * time.Second):
+		return errors.New("virt-director did not say it was serving within 60 s")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	pid := cmd.Process.Pid
+	admin := director.AdminClient(filepath.Join(data, "admin.sock"))
+	joins := make([]enroll.Join, n)
+	for i := range joins {
+		r, err := admin.CreateToken(ctx, connect.NewRequest(&directorv1.CreateTokenRequest{TtlMs: int64(time.Hour / time.Millisecond), MaxUses: 1}))
+		if err != nil {
+			return fmt.Errorf("token %d: %w", i, err)
+		}
+		if joins[i], err = enroll.ParseJoin(r.Msg.JoinString); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "dirload: %d tokens made\n", n)
+	rss0, _ := rssMB(pid)
+	fmt.Printf("director %s: idle RSS %.1f MB; %d agents; seed platform limit ~%d nodes per cluster (%d = %.0fx)\n", bin, rss0, n, seedNodes, n, float64(n)/seedNodes)
+
+	d0, _ := cpuTicks(pid)
+	s0 := selfCPU()
+	t0 := time.Now()
+	ids, err := loadgen.Enrol(ctx, joins, inFlight)
+	if err != nil {
+		return err
+	}
+	took := time.Since(t0)
+	d1, _ := cpuTicks(pid)
+	fmt.Printf("%-44s %8.2f s   target < 2 s (%.2fx the target); CPU: director %.2f s, the simulated agents %.2f s (same 2 cores)\n",
+		fmt.Sprintf("enrol %d agents, %d in flight", n, inFlight), took.Seconds(), took.Seconds()/2,
+		float64(d1-d0)/clkTck, (selfCPU() - s0).Seconds())
+
+	targets := map[string]target{"10s": {5, 200}, "1s": {15, 200}}
+	for _, p := range strings.Split(periods, ",") {
+		if p == "" {
+			continue
+		}
+		period, err := time.ParseDuration(p)
+		if err != nil {
+			return fmt.Errorf("-periods %q: %w", p, err)
+		}
+		var st loadgen.Stats
+		sctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { loadgen.Sessions(sctx, addr, "127.0.0.1", ids, period, &st); close(done) }()
+		time.Sleep(warm)
+		if got := st.Registered.Load(); got < int64(n) {
+			cancel()
+			<-done
+			return fmt.Errorf("only %d of %d sessions registered after %v", got, n, warm)
+		}
+		c0, err := cpuTicks(pid)
+		if err != nil {
+			cancel()
+			return err
+		}
+		a0, w0 := st.Acks.Load(), time.Now()
+		time.Sleep(dur)
+		c1, _ := cpuTicks(pid)
+		a1, el := st.Acks.Load(), time.Since(w0)
+		rss, _ := rssMB(pid)
+		cancel()
+		<-done
+		cpu := float64(c1-c0) / clkTck / el.Seconds() * 100
+		tg := targets[p]
+		fmt.Printf("%-44s %8.1f %%   target < %.0f %% (%.2fx); RSS %.1f MB, target < %.0f MB (%.2fx); %.0f heartbeats/s answered, %d stream errors\n",
+			fmt.Sprintf("%d sessions, heartbeat every %v", n, period), cpu, tg.cpu, cpu/tg.cpu, rss, tg.rss, rss/tg.rss,
+			float64(a1-a0)/el.Seconds(), st.Errors.Load())
+	}
+	return nil
+}
+
+// clkTck is USER_HZ, the unit of /proc/PID/stat's times (100 on Linux).
+const clkTck = 100
+
+func cpuTicks(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
+	// fields after the command: state(0) ... utime(11) stime(12)
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	k, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + k, nil
+}
+
+// selfCPU is this process's CPU time (user + system): the simulated agents'.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func rssMB(pid int) (float64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.Fields(v)[0], 64)
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("no VmRSS")
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
