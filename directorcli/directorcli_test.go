@@ -64,6 +64,10 @@ func TestFlagValidation(t *testing.T) {
 		{"serve etcd cacert alone", []string{"serve", "--etcd-cacert", "/ca.pem"}, "only with --etcd-endpoints"},
 		{"serve etcd cert without key", []string{"serve", "--etcd-endpoints", "https://e:2379", "--etcd-cert", "/c.pem"}, "go together"},
 		{"serve etcd prefix", []string{"serve", "--etcd-prefix", "virtcon"}, "--etcd-prefix"},
+		{"serve heartbeat too fast", []string{"serve", "--heartbeat-interval", "500ms"}, "--heartbeat-interval"},
+		{"serve degraded before two heartbeats", []string{"serve", "--heartbeat-interval", "10s", "--degraded-after", "15s"}, "--degraded-after"},
+		{"serve offline before degraded", []string{"serve", "--degraded-after", "30s", "--offline-after", "30s"}, "--offline-after"},
+		{"serve bad duration", []string{"serve", "--offline-after", "soon"}, "--offline-after"},
 		{"completion unknown shell", []string{"completion", "tcsh"}, "unknown shell"},
 	}
 	for _, tc := range tests {
@@ -100,13 +104,14 @@ func TestServeOptions(t *testing.T) {
 		serve: func(ctx context.Context, env *Env, o *serveOptions) error { got = o; return nil }}
 	code := runEnv(context.Background(), []string{"serve", "--data", "/srv/vd", "--listen", "127.0.0.1:0", "--advertise", "[2001:db8::1]",
 		"--etcd-endpoints", "https://e1:2379,https://e2:2379", "--etcd-cacert", "/ca.pem", "--etcd-cert", "/c.pem", "--etcd-key", "/k.pem",
-		"--etcd-prefix", "/vd/test/", "--ca-kek-file", "/run/credentials/kek", "--log-level", "debug", "--log-format", "json"}, env)
+		"--etcd-prefix", "/vd/test/", "--ca-kek-file", "/run/credentials/kek", "--log-level", "debug", "--log-format", "json",
+		"--heartbeat-interval", "2s", "--degraded-after", "6s", "--offline-after", "12s"}, env)
 	if code != ExitOK {
 		t.Fatalf("exit %d; stderr: %s", code, errOut.String())
 	}
 	want := serveOptions{Listen: "127.0.0.1:0", Advertise: "[2001:db8::1]", EtcdEndpoints: []string{"https://e1:2379", "https://e2:2379"},
 		EtcdCACert: "/ca.pem", EtcdCert: "/c.pem", EtcdKey: "/k.pem", EtcdPrefix: "/vd/test/", KEKFile: "/run/credentials/kek",
-		LogLevel: "debug", LogFormat: "json"}
+		LogLevel: "debug", LogFormat: "json", HeartbeatInterval: 2 * time.Second, DegradedAfter: 6 * time.Second, OfflineAfter: 12 * time.Second}
 	if fmt.Sprint(*got) != fmt.Sprint(want) {
 		t.Errorf("serve got %+v; want %+v", *got, want)
 	}

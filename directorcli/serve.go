@@ -8,8 +8,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/virtcon/virtcon/director"
+	"github.com/virtcon/virtcon/internal/duration"
 )
 
 // serveOptions are serve's flags.
@@ -24,6 +28,11 @@ type serveOptions struct {
 	KEKFile       string
 	LogLevel      string
 	LogFormat     string
+	// liveness: the heartbeat period told to agents, and the silences
+	// after which a node is Degraded, then Offline
+	HeartbeatInterval time.Duration
+	DegradedAfter     time.Duration
+	OfflineAfter      time.Duration
 }
 
 // validate checks the flags before the director opens anything.
@@ -51,6 +60,15 @@ func (o *serveOptions) validate() error {
 	}
 	if o.EtcdPrefix != "" && !strings.HasPrefix(o.EtcdPrefix, "/") {
 		return &UsageError{fmt.Errorf("--etcd-prefix %q: want a key prefix starting with / (default /virtcon-director/v1/)", o.EtcdPrefix)}
+	}
+	if o.HeartbeatInterval < time.Second {
+		return &UsageError{fmt.Errorf("--heartbeat-interval %s: want at least 1s", o.HeartbeatInterval)}
+	}
+	if o.DegradedAfter < 2*o.HeartbeatInterval {
+		return &UsageError{fmt.Errorf("--degraded-after %s: want at least two heartbeats (2 x --heartbeat-interval %s): one late heartbeat is not a sick node", o.DegradedAfter, o.HeartbeatInterval)}
+	}
+	if o.OfflineAfter <= o.DegradedAfter {
+		return &UsageError{fmt.Errorf("--offline-after %s: want more than --degraded-after %s", o.OfflineAfter, o.DegradedAfter)}
 	}
 	if _, err := parseLevel(o.LogLevel); err != nil {
 		return err
@@ -172,6 +190,9 @@ stderr; logs go to stderr too (--log-format text or json).`,
 	fl.StringVar(&o.EtcdKey, "etcd-key", "", "the client certificate's key (PEM `FILE`)")
 	fl.StringVar(&o.EtcdPrefix, "etcd-prefix", "", "the etcd key `PREFIX` of this director's state (default /virtcon-director/v1/)")
 	fl.StringVar(&o.KEKFile, "ca-kek-file", "", "the CA's key encryption key, 32 bytes (`FILE`, default <data>/ca.kek; made when missing)")
+	fl.Var(duration.NewValue(&o.HeartbeatInterval, director.DefaultHeartbeatInterval), "heartbeat-interval", "how often agents heartbeat (told to them when they register)")
+	fl.Var(duration.NewValue(&o.DegradedAfter, director.DefaultDegradedAfter), "degraded-after", "a node silent this long is Degraded (its VMs shown as unknown, never stopped)")
+	fl.Var(duration.NewValue(&o.OfflineAfter, director.DefaultOfflineAfter), "offline-after", "a node silent this long is Offline")
 	fl.StringVar(&o.LogLevel, "log-level", "info", "log level on stderr: debug, info, warn or error")
 	fl.StringVar(&o.LogFormat, "log-format", "text", "log format on stderr: text or json")
 	_ = cmd.RegisterFlagCompletionFunc("log-level", cobra.FixedCompletions([]string{"debug", "info", "warn", "error"}, cobra.ShellCompDirectiveNoFileComp))

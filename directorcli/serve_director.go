@@ -21,8 +21,11 @@ func runDirector(ctx context.Context, env *Env, o *serveOptions) error {
 			CACert:    o.EtcdCACert, Cert: o.EtcdCert, Key: o.EtcdKey,
 			Prefix: o.EtcdPrefix,
 		},
-		KEKFile: o.KEKFile,
-		Logger:  log,
+		KEKFile:           o.KEKFile,
+		HeartbeatInterval: o.HeartbeatInterval,
+		DegradedAfter:     o.DegradedAfter,
+		OfflineAfter:      o.OfflineAfter,
+		Logger:            log,
 	})
 	if err != nil {
 		return err
