@@ -1,0 +1,3 @@
+// Command virt-director runs the virtcon director and administers it
+// (package directorcli).
+package main
