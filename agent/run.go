@@ -94,6 +94,7 @@ type runner struct {
 	renewAt      time.Time // drawn once per certificate
 	nextRenewTry time.Time // after a failed renewal
 	recErr       bool      // a record write failed (logged once)
+	revokedWhy   string    // the reason of the director's Revoked message, if one came
 }
 
 func newRunner(h *host.Host, opts RunOptions) (*runner, error) {

@@ -173,6 +173,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 				r.record(func(rc *record) { rc.LastHeartbeatAck = at })
 			case *directorv1.SessionResponse_Revoked:
 				r.log.Warn("the director says this node is revoked", "reason", msg.Revoked.GetReason())
+				r.revokedWhy = msg.Revoked.GetReason()
 			case *directorv1.SessionResponse_Goodbye:
 				return r.goodbyeFrom(true, msg.Goodbye)
 			}
@@ -202,6 +203,10 @@ func (r *runner) goodbyeFrom(registered bool, g *directorv1.Goodbye) sessionEnd 
 // credential, or anything else (to back off from).
 func (r *runner) ended(registered bool, err error) sessionEnd {
 	if kind, reason := refusal(err, r.id, r.now()); kind != "" {
+		if kind == AlertRevoked && r.revokedWhy != "" {
+			// the Revoked message before the refusal carries the admin's words
+			reason += " (" + r.revokedWhy + ")"
+		}
 		return sessionEnd{refusal: kind, reason: reason}
 	}
 	return sessionEnd{registered: registered, err: err}

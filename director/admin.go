@@ -449,12 +449,13 @@ func (a *adminService) RevokeNode(ctx context.Context, req *connect.Request[dire
 	if err != nil {
 		return nil, err
 	}
-	reason := "revoked"
-	detail := "revoked by an admin"
+	// the admin's words are the reason the node record, node show, the
+	// audit and the agent's alert give
+	reason := "revoked by an admin"
 	if r := strings.TrimSpace(req.Msg.GetReason()); r != "" {
-		detail = truncate(r, 200)
+		reason = truncate(r, 200)
 	}
-	n, err = d.revokeNode(ctx, n.ID, reason, detail, "node.revoke", adminActor(ctx))
+	n, err = d.revokeNode(ctx, n.ID, reason, reason, "node.revoke", adminActor(ctx))
 	if err != nil {
 		if notFound(err) {
 			return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("node %s: gone", req.Msg.GetId()))

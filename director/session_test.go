@@ -188,8 +188,8 @@ func TestRevokeSameConnectionAndStream(t *testing.T) {
 	if errors.As(err, &ce) && ce.Message() != "certificate revoked" {
 		t.Errorf("message %q, want %q", ce.Message(), "certificate revoked")
 	}
-	if st := h.Node(t, node).GetNode(); st.GetState() != director.StateRevoked || st.GetRevokeReason() != "revoked" {
-		t.Errorf("node state %s reason %q, want Revoked, revoked", st.GetState(), st.GetRevokeReason())
+	if st := h.Node(t, node).GetNode(); st.GetState() != director.StateRevoked || st.GetRevokeReason() != "test" {
+		t.Errorf("node state %s reason %q, want Revoked, test (the admin's reason)", st.GetState(), st.GetRevokeReason())
 	}
 	kinds := h.AuditKinds(t)
 	if kinds["node.revoke"] != 1 || kinds["cert.revoke"] != 2 {
