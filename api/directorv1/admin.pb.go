@@ -1061,7 +1061,8 @@ type AuditEntry struct {
 	TimeUnixMs int64                  `protobuf:"varint,1,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
 	// kind: token.create, token.use, token.fail, token.expire,
 	// token.revoke, enroll.replay, cert.issue, cert.renew, cert.revoke,
-	// session.open, session.close, node.revoke, node.forget, node.leave.
+	// session.open, session.close, node.revoke, node.forget, node.leave,
+	// admin.deny (a caller on the admin socket refused).
 	Kind    string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
 	TokenId string `protobuf:"bytes,3,opt,name=token_id,json=tokenId,proto3" json:"token_id,omitempty"`
 	NodeId  string `protobuf:"bytes,4,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
