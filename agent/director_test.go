@@ -413,3 +413,43 @@ func TestLeaveDirector(t *testing.T) {
 		t.Errorf("Leave again: %v; want ErrNotEnrolled", err)
 	}
 }
+
+// A stopping agent says Goodbye: the director closes the session with the
+// agent's reason, not as a lost connection.
+func TestRunSaysGoodbye(t *testing.T) {
+	t.Parallel()
+	d := directortest.Start(t, shortIntervals)
+	h := testHost(t)
+	st := enrolHost(t, d, h)
+	cancel, done := startRun(t, h, RunOptions{})
+	waitStatus(t, h, "connected", 20*time.Second, func(s *Status) bool { return s.State == StateConnected })
+	d.WaitNodeState(t, st.NodeID, "Ready", 10*time.Second)
+	cancel()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			t.Fatalf("Run: %v; want nil after its context ended", r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		var closes []string
+		for _, e := range d.Audit(t) {
+			if e.GetKind() == "session.close" && e.GetNodeId() == st.NodeID {
+				closes = append(closes, e.GetDetail())
+			}
+		}
+		if len(closes) > 0 {
+			if !strings.Contains(closes[len(closes)-1], "agent stopping") {
+				t.Errorf("session closed with %q; want the agent's goodbye (agent stopping)", closes[len(closes)-1])
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no session.close audited 5 s after the agent stopped")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -58,7 +58,12 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 	ac := directorv1connect.NewAgentServiceClient(client, baseURL(id.cfg.Director), clientOptions()...)
 	facts, caps := r.view.facts(ctx)
 
-	sctx, cancel := context.WithCancel(ctx)
+	// The stream outlives ctx by a moment, so that a stopping agent's
+	// Goodbye reaches the director (a stream on ctx itself is aborted
+	// before it can be sent); it ends at the latest goodbyeGrace later.
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stopGrace := context.AfterFunc(ctx, func() { time.AfterFunc(goodbyeGrace, cancel) })
+	defer stopGrace()
 	stream := ac.Session(sctx)
 	recv := make(chan received, 1)
 	var wg sync.WaitGroup
@@ -130,6 +135,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 		select {
 		case <-ctx.Done():
 			sayGoodbye(stream, "agent stopping")
+			awaitEnd(recv)
 			return sessionEnd{registered: true}
 		case <-hb.C:
 			now := r.now()
@@ -141,6 +147,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 				if err == nil {
 					r.record(func(rc *record) { rc.State = StateConnecting })
 					sayGoodbye(stream, "certificate renewed")
+					awaitEnd(recv)
 					return sessionEnd{registered: true, renewed: true}
 				}
 				if end := r.ended(true, err); end.refusal != "" {
@@ -194,6 +201,24 @@ func sayGoodbye(stream sessionStream, reason string) {
 	_ = stream.CloseRequest()
 }
 
+// awaitEnd waits, at most goodbyeGrace, for the director to end the
+// stream after our Goodbye: cutting it at once could beat the Goodbye to
+// the director.
+func awaitEnd(recv <-chan received) {
+	t := time.NewTimer(goodbyeGrace)
+	defer t.Stop()
+	for {
+		select {
+		case m := <-recv:
+			if m.err != nil {
+				return
+			}
+		case <-t.C:
+			return
+		}
+	}
+}
+
 func (r *runner) goodbyeFrom(registered bool, g *directorv1.Goodbye) sessionEnd {
 	return sessionEnd{registered: registered, err: fmt.Errorf("director %s said goodbye: %s", r.id.cfg.Director, g.GetReason()),
 		retryAfter: time.Duration(g.GetReconnectAfterMs()) * time.Millisecond}
@@ -240,6 +265,12 @@ func refusal(err error, id *identity, now time.Time) (kind, reason string) {
 	text := err.Error()
 	switch {
 	case errors.As(err, &ae) && ae == tlsAlertCertificateExpired, strings.Contains(text, "tls: expired certificate"):
+		// Go's TLS server says "expired" for a certificate not yet valid
+		// too: with a director whose clock is behind (or one stepped back
+		// after renewing) only our own clock may end the agent for good.
+		if !expired {
+			return "", ""
+		}
 		return AlertExpired, "the director's TLS handshake refused the certificate as expired"
 	case errors.As(err, &ae) && (ae == tlsAlertCertificateRevoked || ae == tlsAlertBadCertificate),
 		strings.Contains(text, "remote error: tls: revoked certificate"), strings.Contains(text, "remote error: tls: bad certificate"):
@@ -250,6 +281,10 @@ func refusal(err error, id *identity, now time.Time) (kind, reason string) {
 	}
 	return "", ""
 }
+
+// goodbyeGrace is how long a stopping agent's session may take to say
+// Goodbye before its stream is cut.
+const goodbyeGrace = 2 * time.Second
 
 // TLS alerts (RFC 8446 §6) a server sends about a client certificate.
 const (
