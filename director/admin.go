@@ -479,10 +479,10 @@ func (a *adminService) ForgetNode(ctx context.Context, req *connect.Request[dire
 			fmt.Errorf("node %s (%s) is %s: revoke it first, or wait until it is Offline", n.ID, n.Host.Hostname, ni.State))
 	}
 	who := adminActor(ctx)
-	if !n.revoked() {
-		if _, err := d.revokeNode(ctx, n.ID, "forgotten", "forgotten while offline", "node.revoke", who); err != nil {
-			return nil, connect.NewError(connect.CodeUnavailable, err)
-		}
+	// Revoked first (a revoked node: the serials a failed write left out),
+	// so that no certificate of it can come back.
+	if _, err := d.revokeNode(ctx, n.ID, "forgotten", "forgotten while offline", "node.revoke", who); err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
 	now := d.now()
 	txn := d.txn()

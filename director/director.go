@@ -161,9 +161,13 @@ type Director struct {
 	mu          sync.Mutex
 	revoked     map[string]revokedRecord // serial → why
 	revokedLive bool                     // the revoked/ watch is current
-	sessions    map[string]*liveSession  // node → its session
-	reports     map[string]*nodeReport   // node → last report
-	live        *tracker
+	// revokedNodes are the nodes whose record says revoked (node → why):
+	// refused whatever their serials, even one whose revoked/ record a
+	// failed write left out.
+	revokedNodes map[string]string
+	sessions     map[string]*liveSession // node → its session
+	reports      map[string]*nodeReport  // node → last report
+	live         *tracker
 
 	enrollAttempts, enrollOK atomic.Int64
 
@@ -185,17 +189,18 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 		return nil, fmt.Errorf("director: %w", err)
 	}
 	d := &Director{
-		opts:      opts,
-		log:       opts.Logger,
-		now:       opts.Now,
-		version:   buildinfo.Get().Version,
-		euid:      os.Geteuid(),
-		adminPath: filepath.Join(opts.DataDir, AdminSocketName),
-		dummyHash: enroll.HashSecret("00000000000000000000000000000000"),
-		stopping:  make(chan struct{}),
-		revoked:   map[string]revokedRecord{},
-		sessions:  map[string]*liveSession{},
-		reports:   map[string]*nodeReport{},
+		opts:         opts,
+		log:          opts.Logger,
+		now:          opts.Now,
+		version:      buildinfo.Get().Version,
+		euid:         os.Geteuid(),
+		adminPath:    filepath.Join(opts.DataDir, AdminSocketName),
+		dummyHash:    enroll.HashSecret("00000000000000000000000000000000"),
+		stopping:     make(chan struct{}),
+		revoked:      map[string]revokedRecord{},
+		revokedNodes: map[string]string{},
+		sessions:     map[string]*liveSession{},
+		reports:      map[string]*nodeReport{},
 	}
 	d.live = newTracker(opts.Now, opts.DegradedAfter, opts.OfflineAfter)
 	d.bg, d.cancel = context.WithCancel(context.Background())

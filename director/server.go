@@ -200,27 +200,29 @@ func (d *Director) authenticate(r *http.Request) (peer, error) {
 	}
 	leaf := r.TLS.PeerCertificates[0]
 	p := peer{Serial: ca.Serial(leaf), NotAfter: leaf.NotAfter, Addr: r.RemoteAddr}
-	if err := d.checkCert(leaf, p.Serial); err != nil {
-		return peer{}, err
-	}
 	id, err := enroll.NodeIDFromCert(leaf)
 	if err != nil {
 		return peer{}, connect.NewError(connect.CodeUnauthenticated, err)
 	}
 	p.NodeID = id
+	if err := d.checkCert(leaf, p.Serial, id); err != nil {
+		return peer{}, err
+	}
 	return p, nil
 }
 
-// checkCert is the per-request check of a verified leaf: not revoked, not
-// expired by the director's clock, and the revocation list current.
-func (d *Director) checkCert(leaf *x509.Certificate, serial string) error {
+// checkCert is the per-request check of a verified leaf: neither its
+// serial nor its node revoked, not expired by the director's clock, and
+// the revocation list current.
+func (d *Director) checkCert(leaf *x509.Certificate, serial, node string) error {
 	d.mu.Lock()
 	_, revoked := d.revoked[serial]
+	_, nodeRevoked := d.revokedNodes[node]
 	live := d.revokedLive
 	d.mu.Unlock()
 	now := d.now()
 	switch {
-	case revoked:
+	case revoked, nodeRevoked:
 		return connect.NewError(connect.CodeUnauthenticated, errCertRevoked)
 	case now.After(leaf.NotAfter):
 		return connect.NewError(connect.CodeUnauthenticated, errCertExpired)

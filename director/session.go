@@ -84,6 +84,9 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 	old := d.sessions[p.NodeID]
 	d.sessions[p.NodeID] = s
 	_, revoked := d.revoked[p.Serial]
+	if _, ok := d.revokedNodes[p.NodeID]; ok {
+		revoked = true
+	}
 	d.mu.Unlock()
 	if old != nil {
 		// The agent reconnected (its old connection is half-open or
@@ -306,8 +309,9 @@ func (d *Director) report(ctx context.Context, node string, r *directorv1.HostRe
 	}
 }
 
-// RenewCertificate signs a new key's CSR for the calling node. The old
-// certificate stays valid until a session registers with the new one.
+// RenewCertificate signs a new key's CSR for the calling node. The
+// caller's certificate stays valid until a session registers with the new
+// one; every other certificate of the node is superseded at once.
 func (a *agentService) RenewCertificate(ctx context.Context, req *connect.Request[directorv1.RenewCertificateRequest]) (*connect.Response[directorv1.RenewCertificateResponse], error) {
 	d := a.d
 	p, ok := peerFrom(ctx)
@@ -345,12 +349,31 @@ func (a *agentService) RenewCertificate(ctx context.Context, req *connect.Reques
 				IssuedAt: ms(now), NotAfter: ms(notAfter), Kind: "renew"}, keepFor(now, notAfter.Add(24*time.Hour)))
 		txn.audit(now, auditRecord{Kind: "cert.renew", NodeID: p.NodeID, Serial: serial, Source: p.Addr,
 			Actor: p.NodeID, Detail: "replaces " + p.Serial})
+		// A node holds at most two valid certificates: the caller's (the
+		// agent still needs it if this answer is lost) and the new one.
+		// Any other, an earlier renewal's answer never used, is
+		// superseded now: renewing without limit would otherwise pile up
+		// valid certificates, more than one transaction can revoke.
+		var superseded []revokedRecord
+		for _, c := range n.Certs {
+			if c.Serial == p.Serial || c.Serial == serial || d.isRevoked(c.Serial) || now.After(fromMS(c.NotAfter)) {
+				continue
+			}
+			r := revokedRecord{V: recordVersion, Serial: c.Serial, NodeID: p.NodeID, Reason: "superseded", At: ms(now)}
+			superseded = append(superseded, r)
+			txn.Put(preRevoked+c.Serial, r, keepFor(now, fromMS(c.NotAfter).Add(24*time.Hour)))
+			txn.audit(now, auditRecord{Kind: "cert.revoke", NodeID: p.NodeID, Serial: c.Serial,
+				Source: p.Addr, Actor: p.NodeID, Detail: "superseded by " + serial})
+		}
 		ok, err := txn.commit(ctx)
 		if err != nil {
 			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("store certificate for node %s: %w", p.NodeID, err))
 		}
 		if !ok {
 			continue
+		}
+		for _, r := range superseded {
+			d.applyRevoked(r)
 		}
 		d.log.Info("certificate renewed", "node", p.NodeID, "serial", serial, "old", p.Serial,
 			"notAfter", notAfter.UTC().Format(time.RFC3339))

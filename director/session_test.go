@@ -275,38 +275,31 @@ func TestRenewSupersedes(t *testing.T) {
 	agent, hc := h.AgentClient(oldCert)
 	defer hc.CloseIdleConnections()
 	h.Clock.Advance(24 * 24 * time.Hour) // 80 % of 30 days
-	key, req := renewReq(t)
-	resp, err := agent.RenewCertificate(context.Background(), req)
-	if err != nil {
-		t.Fatalf("renew: %v", err)
-	}
-	e, err := directortest.Identity(key, &directorv1.EnrollResponse{NodeId: node, CertDer: resp.Msg.GetCertDer(), CaChainDer: resp.Msg.GetCaChainDer()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := e.Cert.Leaf.NotAfter; !got.After(oldCert.Leaf.NotAfter) {
+	lost := renewWith(t, agent, node)
+	if got := lost.Leaf.NotAfter; !got.After(oldCert.Leaf.NotAfter) {
 		t.Errorf("new NotAfter %s, want after the old %s", got, oldCert.Leaf.NotAfter)
 	}
-	// Old still valid: nothing registered with the new one yet.
-	_, req = renewReq(t)
-	if _, err := agent.RenewCertificate(context.Background(), req); err != nil {
-		t.Fatalf("old certificate before the new one registered: %v", err)
-	}
-	// That second renewal made a newer certificate still; register with
-	// the one we keep: it is not the newest, so nothing is superseded.
-	// Renew once more with the kept key's identity to make it the newest.
-	newAgent, hc2 := h.AgentClient(e.Cert)
+	// Both valid: the caller's and the new one.
+	lostAgent, hc2 := h.AgentClient(lost)
 	defer hc2.CloseIdleConnections()
-	key, req = renewReq(t)
-	resp, err = newAgent.RenewCertificate(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
+	bad := func() *connect.Request[directorv1.RenewCertificateRequest] {
+		return connect.NewRequest(&directorv1.RenewCertificateRequest{CsrDer: []byte("x")})
 	}
-	newest, err := directortest.Identity(key, &directorv1.EnrollResponse{NodeId: node, CertDer: resp.Msg.GetCertDer(), CaChainDer: resp.Msg.GetCaChainDer()})
-	if err != nil {
-		t.Fatal(err)
+	_, err := lostAgent.RenewCertificate(context.Background(), bad())
+	wantCode(t, err, connect.CodeInvalidArgument)
+	// The agent lost that answer and renews again with the old one: the
+	// lost certificate is superseded at once, the old one stays valid.
+	newest := renewWith(t, agent, node)
+	var trace reuseTrace
+	_, err = lostAgent.RenewCertificate(trace.ctx(context.Background()), bad())
+	wantCode(t, err, connect.CodeUnauthenticated)
+	if !trace.last() {
+		t.Errorf("the superseded certificate's refused call did not reuse its connection")
 	}
-	newestAgent, hc3 := h.AgentClient(newest.Cert)
+	_, err = agent.RenewCertificate(context.Background(), bad())
+	wantCode(t, err, connect.CodeInvalidArgument)
+	// A session on the newest certificate supersedes the old one.
+	newestAgent, hc3 := h.AgentClient(newest)
 	defer hc3.CloseIdleConnections()
 	s, _ := openSession(t, newestAgent, node)
 	if err := s.heartbeat(1); err != nil {
@@ -314,28 +307,20 @@ func TestRenewSupersedes(t *testing.T) {
 	}
 	// The node is not revoked, only the old serials: the per-request
 	// check refuses them, on the connections they used before.
-	var trace reuseTrace
-	_, req = renewReq(t)
-	_, err = agent.RenewCertificate(trace.ctx(context.Background()), req)
+	_, err = agent.RenewCertificate(trace.ctx(context.Background()), bad())
 	wantCode(t, err, connect.CodeUnauthenticated)
 	if !trace.last() {
 		t.Errorf("the old certificate's refused call did not reuse its connection")
 	}
-	_, req = renewReq(t)
-	_, err = newAgent.RenewCertificate(trace.ctx(context.Background()), req)
-	wantCode(t, err, connect.CodeUnauthenticated)
-	if !trace.last() {
-		t.Errorf("the superseded certificate's refused call did not reuse its connection")
-	}
 	if err := s.heartbeat(2); err != nil {
 		t.Errorf("the session on the newest certificate after superseding: %v", err)
 	}
-	if got := h.Node(t, node).GetNode(); got.GetCertSerial() != newest.Cert.Leaf.SerialNumber.Text(16) || got.GetState() != director.StateReady {
-		t.Errorf("node serial %s state %s, want %s Ready", got.GetCertSerial(), got.GetState(), newest.Cert.Leaf.SerialNumber.Text(16))
+	if got := h.Node(t, node).GetNode(); got.GetCertSerial() != newest.Leaf.SerialNumber.Text(16) || got.GetState() != director.StateReady {
+		t.Errorf("node serial %s state %s, want %s Ready", got.GetCertSerial(), got.GetState(), newest.Leaf.SerialNumber.Text(16))
 	}
 	kinds := h.AuditKinds(t)
-	if kinds["cert.renew"] != 3 || kinds["cert.revoke"] != 3 {
-		t.Errorf("audit kinds %v, want 3 cert.renew and 3 cert.revoke (superseded)", kinds)
+	if kinds["cert.renew"] != 2 || kinds["cert.revoke"] != 2 {
+		t.Errorf("audit kinds %v, want 2 cert.renew and 2 cert.revoke (superseded)", kinds)
 	}
 }
 

@@ -55,12 +55,16 @@ func (d *Director) loadState(ctx context.Context) error {
 		if err := json.Unmarshal(raw, &n); err != nil {
 			return fmt.Errorf("director: node record %s: %w", key, err)
 		}
-		if !n.revoked() {
-			// Known nodes start as last seen now: honest, and Offline
-			// after OfflineAfter unless they come back. One that was
-			// Offline stays Offline until it is heard from.
-			d.live.add(n.ID, start, states[n.ID].State == StateOffline)
+		if n.revoked() {
+			d.mu.Lock()
+			d.revokedNodes[n.ID] = n.RevokeReason
+			d.mu.Unlock()
+			return nil
 		}
+		// Known nodes start as last seen now: honest, and Offline
+		// after OfflineAfter unless they come back. One that was
+		// Offline stays Offline until it is heard from.
+		d.live.add(n.ID, start, states[n.ID].State == StateOffline)
 		return nil
 	})
 	if err != nil {
@@ -194,6 +198,7 @@ func (d *Director) followNodes(ctx context.Context, rev int64) {
 				d.live.remove(id)
 				d.mu.Lock()
 				delete(d.reports, id)
+				delete(d.revokedNodes, id)
 				d.mu.Unlock()
 				continue
 			}
@@ -203,6 +208,7 @@ func (d *Director) followNodes(ctx context.Context, rev int64) {
 				continue
 			}
 			if n.revoked() {
+				d.markNodeRevoked(id, n.RevokeReason)
 				d.live.remove(id)
 			} else {
 				d.live.add(id, d.now(), false)
@@ -237,10 +243,18 @@ func (d *Director) getNode(ctx context.Context, id string) (*nodeRecord, int64, 
 
 func notFound(err error) bool { return errors.Is(err, etcdstore.ErrNotFound) }
 
-// revokeNode revokes every certificate of a node and marks it revoked, in
-// one transaction, and cuts its session. kind is the audit kind
-// (node.revoke, node.leave, node.forget), detail its text. Revoking a revoked node again
-// changes nothing.
+// maxSerialsPerTxn bounds the serials one revocation transaction writes
+// (two operations each: revoked/<serial> and its audit entry), well under
+// etcd's default of 128 operations per transaction.
+const maxSerialsPerTxn = 50
+
+// revokeNode marks a node revoked, cuts its session, then revokes every
+// certificate of it. kind is the audit kind (node.revoke, node.leave,
+// node.forget), detail its text. The node's record is written first, on
+// its own: from then on every request of the node is refused by its
+// state, even if a later write of its serials fails; the serials follow
+// in transactions of at most maxSerialsPerTxn. Revoking a revoked node
+// again only writes the serials still missing from revoked/.
 func (d *Director) revokeNode(ctx context.Context, id, reason, detail, kind string, who actor) (*nodeRecord, error) {
 	for attempt := 0; attempt < 5; attempt++ {
 		n, rev, err := d.getNode(ctx, id)
@@ -248,23 +262,16 @@ func (d *Director) revokeNode(ctx context.Context, id, reason, detail, kind stri
 			return nil, err
 		}
 		if n.revoked() {
+			d.markNodeRevoked(id, n.RevokeReason)
+			if err := d.revokeSerials(ctx, n, n.RevokeReason, who); err != nil {
+				return nil, fmt.Errorf("revoke node %s: %w", id, err)
+			}
 			return n, nil
 		}
 		now := d.now()
 		n.RevokedAt, n.RevokeReason = ms(now), reason
 		txn := d.txn()
 		txn.IfRev(preNodes+id, rev).Put(preNodes+id, n, 0)
-		var recs []revokedRecord
-		for _, c := range n.Certs {
-			if d.isRevoked(c.Serial) {
-				continue
-			}
-			r := revokedRecord{V: recordVersion, Serial: c.Serial, NodeID: id, Reason: reason, At: ms(now)}
-			recs = append(recs, r)
-			txn.Put(preRevoked+c.Serial, r, keepFor(now, fromMS(c.NotAfter).Add(24*time.Hour)))
-			txn.audit(now, auditRecord{Kind: "cert.revoke", NodeID: id, Serial: c.Serial,
-				Source: who.source, Actor: who.name, Detail: reason})
-		}
 		txn.audit(now, auditRecord{Kind: kind, NodeID: id, Source: who.source, Actor: who.name, Detail: detail})
 		ok, err := txn.commit(ctx)
 		if err != nil {
@@ -273,12 +280,57 @@ func (d *Director) revokeNode(ctx context.Context, id, reason, detail, kind stri
 		if !ok {
 			continue // the record changed (a renewal, a session): again
 		}
-		for _, r := range recs {
-			d.applyRevoked(r)
-		}
+		d.markNodeRevoked(id, reason)
 		d.live.remove(id)
-		d.log.Info("node revoked", "node", id, "reason", reason, "by", who.name, "serials", len(recs))
+		if err := d.revokeSerials(ctx, n, reason, who); err != nil {
+			return nil, fmt.Errorf("revoke node %s: the node is revoked (its requests are refused) but not all its certificates: %w", id, err)
+		}
+		d.log.Info("node revoked", "node", id, "reason", reason, "by", who.name, "serials", len(n.Certs))
 		return n, nil
 	}
 	return nil, fmt.Errorf("revoke node %s: the record kept changing", id)
+}
+
+// revokeSerials writes revoked/<serial> for every certificate of n not
+// revoked yet, maxSerialsPerTxn to a transaction.
+func (d *Director) revokeSerials(ctx context.Context, n *nodeRecord, reason string, who actor) error {
+	var todo []nodeCert
+	for _, c := range n.Certs {
+		if !d.isRevoked(c.Serial) {
+			todo = append(todo, c)
+		}
+	}
+	for len(todo) > 0 {
+		chunk := todo[:min(len(todo), maxSerialsPerTxn)]
+		todo = todo[len(chunk):]
+		now := d.now()
+		txn := d.txn()
+		var recs []revokedRecord
+		for _, c := range chunk {
+			r := revokedRecord{V: recordVersion, Serial: c.Serial, NodeID: n.ID, Reason: reason, At: ms(now)}
+			recs = append(recs, r)
+			txn.Put(preRevoked+c.Serial, r, keepFor(now, fromMS(c.NotAfter).Add(24*time.Hour)))
+			txn.audit(now, auditRecord{Kind: "cert.revoke", NodeID: n.ID, Serial: c.Serial,
+				Source: who.source, Actor: who.name, Detail: reason})
+		}
+		if _, err := txn.commit(ctx); err != nil {
+			return fmt.Errorf("revoke certificates: %w", err)
+		}
+		for _, r := range recs {
+			d.applyRevoked(r)
+		}
+	}
+	return nil
+}
+
+// markNodeRevoked records that a node is revoked, which the per-request
+// check refuses whatever its serials, and cuts its session.
+func (d *Director) markNodeRevoked(id, reason string) {
+	d.mu.Lock()
+	d.revokedNodes[id] = reason
+	s := d.sessions[id]
+	d.mu.Unlock()
+	if s != nil {
+		s.cut(errCertRevoked, reason)
+	}
 }

@@ -408,12 +408,7 @@ func (h *Harness) StoreValues(t testing.TB) map[string][]byte {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	o := h.Options.Etcd
-	o.DataDir, o.Logger = "", nil
-	s, err := etcdstore.Open(ctx, o)
-	if err != nil {
-		t.Fatalf("open the director's store: %v", err)
-	}
+	s := h.Store(t)
 	defer s.Close()
 	out := map[string][]byte{}
 	if err := s.List(ctx, "", func(key string, _ int64, raw []byte) error {
@@ -423,4 +418,19 @@ func (h *Harness) StoreValues(t testing.TB) map[string][]byte {
 		t.Fatalf("list the director's store: %v", err)
 	}
 	return out
+}
+
+// Store is a client of its own on the director's etcd prefix, for tests
+// that read or write the director's records behind its back. Close it.
+func (h *Harness) Store(t testing.TB) *etcdstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	o := h.Options.Etcd
+	o.DataDir, o.Logger = "", nil
+	s, err := etcdstore.Open(ctx, o)
+	if err != nil {
+		t.Fatalf("open the director's store: %v", err)
+	}
+	return s
 }
