@@ -170,6 +170,7 @@ type Director struct {
 	live         *tracker
 
 	enrollAttempts, enrollOK atomic.Int64
+	enrollFails              failLimiter // failed enrolments per source
 
 	closeOnce sync.Once
 	closeErr  error

@@ -32,16 +32,23 @@ func (e *enrollService) Enroll(ctx context.Context, req *connect.Request[directo
 	d := e.d
 	d.enrollAttempts.Add(1)
 	source := req.Peer().Addr
+	src := hostOf(source)
+	// A source past the failure limit is refused before anything else
+	// (hashing, the store, the audit): even with a valid token, as it is
+	// most likely an attacker's.
+	if until, refused := d.enrollFails.refused(src, d.now()); refused {
+		return nil, d.enrollRateLimited(src, until)
+	}
 	msg := req.Msg
 	id, secret, err := enroll.SplitToken(msg.GetToken())
 	if err != nil {
 		// Nothing of a malformed token is recorded: its id part may be
 		// the secret.
-		d.audit(ctx, auditRecord{Kind: "token.fail", Source: source, Detail: "malformed token"})
+		d.enrollFailed(ctx, src, auditRecord{Kind: "token.fail", Source: source, Detail: "malformed token"})
 		return nil, connect.NewError(connect.CodeUnauthenticated, errTokenRefused)
 	}
 	fail := func(reason string) error {
-		d.audit(ctx, auditRecord{Kind: "token.fail", TokenID: id, Source: source, Detail: reason})
+		d.enrollFailed(ctx, src, auditRecord{Kind: "token.fail", TokenID: id, Source: source, Detail: reason})
 		return connect.NewError(connect.CodeUnauthenticated, errTokenRefused)
 	}
 	hostname := msg.GetHost().GetHostname()
@@ -61,7 +68,7 @@ func (e *enrollService) Enroll(ctx context.Context, req *connect.Request[directo
 		}
 		csr, err := enroll.ParseCSR(msg.GetCsrDer())
 		if err != nil {
-			d.audit(ctx, auditRecord{Kind: "token.fail", TokenID: id, Source: source, Detail: "bad certificate request"})
+			d.enrollFailed(ctx, src, auditRecord{Kind: "token.fail", TokenID: id, Source: source, Detail: "bad certificate request"})
 			return nil, connect.NewError(connect.CodeInvalidArgument, err)
 		}
 		spki := spkiHash(csr.RawSubjectPublicKeyInfo)
@@ -86,14 +93,14 @@ func (e *enrollService) Enroll(ctx context.Context, req *connect.Request[directo
 		case tok.RevokedAt != 0:
 			return nil, fail("revoked")
 		case uint32(len(tok.Uses)) >= tok.MaxUses:
-			d.audit(ctx, auditRecord{Kind: "enroll.replay", TokenID: id, Source: source,
+			d.enrollFailed(ctx, src, auditRecord{Kind: "enroll.replay", TokenID: id, Source: source,
 				Detail: fmt.Sprintf("token used %d of %d times, now with another key", len(tok.Uses), tok.MaxUses)})
 			return nil, connect.NewError(connect.CodeUnauthenticated, errTokenRefused)
 		case !now.Before(fromMS(tok.ExpiresAt)):
 			d.expired(ctx, &tok, rev, source)
 			return nil, fail("expired")
 		case tok.NodeName != "" && !strings.EqualFold(hostname, tok.NodeName):
-			d.audit(ctx, auditRecord{Kind: "token.fail", TokenID: id, Source: source,
+			d.enrollFailed(ctx, src, auditRecord{Kind: "token.fail", TokenID: id, Source: source,
 				Detail: fmt.Sprintf("node name %q, the token is for %q", truncate(hostname, 253), tok.NodeName)})
 			return nil, connect.NewError(connect.CodePermissionDenied,
 				fmt.Errorf("this token is for node %q, not %q", tok.NodeName, truncate(hostname, 253)))

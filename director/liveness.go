@@ -158,8 +158,9 @@ func (t *tracker) sweep() []transition {
 	return out
 }
 
-// sweepLoop writes liveness transitions to nodestate/<node> and cuts
-// sessions whose certificate expired, every SweepEvery.
+// sweepLoop writes liveness transitions to nodestate/<node>, cuts
+// sessions whose certificate expired and forgets ended enrolment failure
+// windows, every SweepEvery.
 func (d *Director) sweepLoop(ctx context.Context) {
 	tick := time.NewTicker(d.opts.SweepEvery)
 	defer tick.Stop()
@@ -173,6 +174,7 @@ func (d *Director) sweepLoop(ctx context.Context) {
 			d.recordTransition(ctx, tr)
 		}
 		d.cutExpired()
+		d.enrollFails.prune(d.now())
 	}
 }
 

@@ -126,7 +126,11 @@ func (l *logInterceptor) done(ctx context.Context, procedure, peer string, start
 	level := slog.LevelDebug
 	if err != nil {
 		code = connect.CodeOf(err).String()
-		level = slog.LevelInfo
+		// A source refused for its failures is not logged at INFO: it
+		// could fill the log as it would have the audit.
+		if connect.CodeOf(err) != connect.CodeResourceExhausted {
+			level = slog.LevelInfo
+		}
 	}
 	l.log.Log(ctx, level, "rpc", "procedure", procedure, "peer", peer, "code", code,
 		"ms", time.Since(start).Milliseconds())
