@@ -553,7 +553,7 @@ func (a *adminService) FollowAudit(ctx context.Context, _ *connect.Request[direc
 		return nil
 	}
 	for ev := range d.store.Watch(ctx, preAudit, resp.Header.Revision+1) {
-		if ev.Deleted {
+		if ev.Status() || ev.Deleted {
 			continue
 		}
 		var e auditRecord

@@ -161,6 +161,7 @@ type Director struct {
 	mu          sync.Mutex
 	revoked     map[string]revokedRecord // serial → why
 	revokedLive bool                     // the revoked/ watch is current
+	nodesLive   bool                     // the nodes/ watch is current
 	// revokedNodes are the nodes whose record says revoked (node → why):
 	// refused whatever their serials, even one whose revoked/ record a
 	// failed write left out.

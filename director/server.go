@@ -222,7 +222,7 @@ func (d *Director) checkCert(leaf *x509.Certificate, serial, node string) error 
 	d.mu.Lock()
 	_, revoked := d.revoked[serial]
 	_, nodeRevoked := d.revokedNodes[node]
-	live := d.revokedLive
+	live := d.revokedLive && d.nodesLive
 	d.mu.Unlock()
 	now := d.now()
 	switch {

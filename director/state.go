@@ -70,6 +70,9 @@ func (d *Director) loadState(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("director: load nodes: %w", err)
 	}
+	d.mu.Lock()
+	d.nodesLive = true
+	d.mu.Unlock()
 	err = d.store.List(ctx, preReports, func(key string, _ int64, raw []byte) error {
 		var r reportRecord
 		if err := json.Unmarshal(raw, &r); err != nil {
@@ -117,12 +120,25 @@ func (d *Director) listRevoked(ctx context.Context) (int64, error) {
 }
 
 // followRevoked keeps the revocation set current from the watch on
-// revoked/, and cuts the live session of a serial revoked anywhere. When
-// the watch breaks (compaction) the set is marked not current, which
-// refuses node requests, until a fresh listing succeeds.
+// revoked/, and cuts the live session of a serial revoked anywhere. While
+// the watch is broken (etcd unreachable: a revocation made on another
+// replica would not be seen) and after it ended (compaction) the set is
+// marked not current, which refuses node requests, until the watch has
+// resumed and caught up or a fresh listing succeeded.
 func (d *Director) followRevoked(ctx context.Context, rev int64) {
 	for ctx.Err() == nil {
 		for ev := range d.store.Watch(ctx, preRevoked, rev+1) {
+			if ev.Status() {
+				d.mu.Lock()
+				d.revokedLive = ev.Resumed
+				d.mu.Unlock()
+				if ev.Broken {
+					d.log.Warn("director: revocation watch broken: node requests refused until it resumes", "err", ev.Err)
+				} else {
+					d.log.Info("director: revocation watch resumed")
+				}
+				continue
+			}
 			serial := strings.TrimPrefix(ev.Key, preRevoked)
 			if ev.Deleted {
 				// Its lease ran out after the certificate expired: an
@@ -192,6 +208,14 @@ func (d *Director) isRevoked(serial string) bool {
 func (d *Director) followNodes(ctx context.Context, rev int64) {
 	for ctx.Err() == nil {
 		for ev := range d.store.Watch(ctx, preNodes, rev+1) {
+			if ev.Status() {
+				// Revoked nodes may be missed while broken: node
+				// requests are refused until it resumed.
+				d.mu.Lock()
+				d.nodesLive = ev.Resumed
+				d.mu.Unlock()
+				continue
+			}
 			rev = ev.Rev
 			id := strings.TrimPrefix(ev.Key, preNodes)
 			if ev.Deleted {
@@ -217,8 +241,19 @@ func (d *Director) followNodes(ctx context.Context, rev int64) {
 		if ctx.Err() != nil {
 			return
 		}
-		// Compacted: list again from now.
-		nrev, err := d.store.ListRev(ctx, preNodes, func(string, int64, []byte) error { return nil })
+		// Compacted: list again from now (node requests refused until
+		// then: a revocation may have been missed).
+		d.mu.Lock()
+		d.nodesLive = false
+		d.mu.Unlock()
+		nrev, err := d.store.ListRev(ctx, preNodes, func(key string, _ int64, raw []byte) error {
+			var n nodeRecord
+			if json.Unmarshal(raw, &n) == nil && n.revoked() {
+				d.markNodeRevoked(n.ID, n.RevokeReason)
+				d.live.remove(n.ID)
+			}
+			return nil
+		})
 		if err != nil {
 			d.log.Error("director: list nodes", "err", err)
 			select {
@@ -228,6 +263,9 @@ func (d *Director) followNodes(ctx context.Context, rev int64) {
 			continue
 		}
 		rev = nrev
+		d.mu.Lock()
+		d.nodesLive = true
+		d.mu.Unlock()
 	}
 }
 

@@ -48,8 +48,15 @@
 // # Watching without a gap
 //
 //	rev, err := s.ListRev(ctx, "nodes/", load)
-//	for ev := range s.Watch(ctx, "nodes/", rev+1) { … }
+//	for ev := range s.Watch(ctx, "nodes/", rev+1) {
+//		if ev.Status() { … } // Broken: changes are late; Resumed: caught up
+//		…
+//	}
 //	// closed while ctx is live: compacted past rev; list again
+//
+// The etcd client resumes a cut watch by itself, in silence: a Watch
+// notices by its own checks (a read every Options.WatchCheck while quiet)
+// and says so with Broken and Resumed events.
 //
 // # Tests of other packages
 //

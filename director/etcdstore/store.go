@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -51,7 +52,14 @@ type Options struct {
 	UnsafeNoFsync bool
 	// Logger receives etcd's logs (nil: discarded).
 	Logger *slog.Logger
+	// WatchCheck is how often a quiet watch asks etcd for its progress
+	// (DefaultWatchCheck when 0); one that hears nothing for three times
+	// this reports itself Broken (see Watch).
+	WatchCheck time.Duration
 }
+
+// DefaultWatchCheck is Options.WatchCheck's default.
+const DefaultWatchCheck = time.Second
 
 // listPage is how many keys one List round trip reads.
 const listPage = 500
@@ -69,6 +77,9 @@ type Store struct {
 	lock     *flock.Lock
 	pageSize int64
 	now      func() time.Time
+
+	watchCheck time.Duration
+	watchSeq   atomic.Uint64 // gives each watch a gRPC stream of its own
 
 	leaseMu sync.Mutex
 	leases  map[leaseKey]clientv3.LeaseID
@@ -106,6 +117,11 @@ func Open(ctx context.Context, opts Options) (_ *Store, err error) {
 		now:      time.Now,
 		leases:   map[leaseKey]clientv3.LeaseID{},
 		done:     make(chan struct{}),
+
+		watchCheck: opts.WatchCheck,
+	}
+	if s.watchCheck <= 0 {
+		s.watchCheck = DefaultWatchCheck
 	}
 	defer func() {
 		if err != nil {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -705,7 +706,10 @@ func TestLongDataDirRefusedBeforeCreatingIt(t *testing.T) {
 }
 
 // A watch through a member that restarts resumes where it was: nothing
-// lost, nothing repeated.
+// lost, nothing repeated. It says so: Broken while the member is gone
+// (the etcd client retries in silence: only the unanswered progress
+// requests tell), Resumed once it is back and caught up. A quiet watch
+// whose member answers is never Broken.
 func TestWatchResumesAcrossRestart(t *testing.T) {
 	dir := tempDir(t)
 	ctx := t.Context()
@@ -714,22 +718,25 @@ func TestWatchResumesAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { a.Close() }()
-	b, err := Open(ctx, Options{Endpoints: []string{a.Endpoint()}})
+	const check = 100 * time.Millisecond
+	b, err := Open(ctx, Options{Endpoints: []string{a.Endpoint()}, WatchCheck: check})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
 	ch := b.Watch(ctx, "w/", 0)
-	next := func(want string) {
+	recv := func(what string, within time.Duration) Event {
 		t.Helper()
 		select {
 		case e, ok := <-ch:
-			if !ok || e.Key != want {
-				t.Fatalf("event %+v (open %v); want %s", e, ok, want)
+			if !ok {
+				t.Fatalf("watch closed waiting for %s", what)
 			}
-		case <-time.After(8 * time.Second):
-			t.Fatalf("no event for %s", want)
+			return e
+		case <-time.After(within):
+			t.Fatalf("no %s within %s", what, within)
 		}
+		return Event{}
 	}
 	// The watch exists once a write made after Watch returns is seen.
 	for i := 0; ; i++ {
@@ -746,9 +753,29 @@ func TestWatchResumesAcrossRestart(t *testing.T) {
 	if err := a.Put(ctx, "w/1", 1, 0); err != nil {
 		t.Fatal(err)
 	}
-	next("w/1")
+	if e := recv("w/1", 8*time.Second); e.Key != "w/1" {
+		t.Fatalf("event %+v, want w/1", e)
+	}
+	// A watch that starts after the last write (ListRev + 1, as the
+	// director's do): etcd answers no progress request for it, and it is
+	// not Broken for that.
+	qrev, err := b.ListRev(ctx, "q/", func(string, int64, []byte) error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	qch := b.Watch(ctx, "q/", qrev+1)
+	select {
+	case e := <-ch:
+		t.Fatalf("a quiet watch on a live member sent %+v", e)
+	case e := <-qch:
+		t.Fatalf("a quiet watch from after the last write sent %+v", e)
+	case <-time.After(10 * check):
+	}
 	if err := a.Close(); err != nil {
 		t.Fatal(err)
+	}
+	if e := recv("Broken", 20*check); !e.Broken || e.Key != "" || e.Err == nil {
+		t.Fatalf("with the member gone: event %+v, want Broken with an error", e)
 	}
 	if a, err = Open(ctx, Options{DataDir: dir, UnsafeNoFsync: true}); err != nil {
 		t.Fatal(err)
@@ -756,11 +783,25 @@ func TestWatchResumesAcrossRestart(t *testing.T) {
 	if err := a.Put(ctx, "w/2", 2, 0); err != nil {
 		t.Fatal(err)
 	}
-	next("w/2")
+	var got []string
+	for len(got) < 2 {
+		e := recv("w/2 and Resumed", 15*time.Second)
+		switch {
+		case e.Resumed:
+			got = append(got, "Resumed")
+		case e.Key != "":
+			got = append(got, e.Key)
+		default:
+			t.Fatalf("event %+v after the restart", e)
+		}
+	}
+	if !slices.Contains(got, "w/2") || !slices.Contains(got, "Resumed") {
+		t.Fatalf("after the restart: %v, want w/2 and Resumed", got)
+	}
 	select {
 	case e := <-ch:
 		t.Fatalf("extra event %+v after the restart", e)
-	case <-time.After(200 * time.Millisecond):
+	case <-time.After(10 * check):
 	}
 }
 
