@@ -398,8 +398,9 @@ func (d *Director) findNode(ctx context.Context, id string) (*nodeRecord, error)
 }
 
 // GetNode is one node with its capabilities, last report and VMs. While
-// the node is not Ready its VMs' display phase is "unknown (last seen
-// <phase> at <time>)": silence is no proof a VM stopped.
+// the node is not Ready, or not heard from since this director started,
+// its VMs' display phase is "unknown (last seen <phase> at <time>)":
+// silence is no proof a VM stopped.
 func (a *adminService) GetNode(ctx context.Context, req *connect.Request[directorv1.GetNodeRequest]) (*connect.Response[directorv1.GetNodeResponse], error) {
 	d := a.d
 	n, err := d.findNode(ctx, req.Msg.GetId())
@@ -414,19 +415,21 @@ func (a *adminService) GetNode(ctx context.Context, req *connect.Request[directo
 	if rep != nil {
 		resp.LastReport = rep.report
 		resp.LastReportUnixMs = ms(rep.at)
-		resp.Vms = displayVMs(rep, ni.State)
+		resp.Vms = displayVMs(rep, ni.State, ni.LastSeenUnixMs != 0)
 	}
 	return connect.NewResponse(resp), nil
 }
 
-// displayVMs shows the reported VMs; unless the node is Ready, as
-// "unknown (last seen <phase> at <RFC 3339 time>)".
-func displayVMs(rep *nodeReport, state string) []*directorv1.NodeVM {
+// displayVMs shows the reported VMs; unless the node is Ready and was
+// heard from since this director started, as "unknown (last seen <phase>
+// at <RFC 3339 time>)": after a restart a node counts as Ready from the
+// start, but nothing says its VMs still are as last reported.
+func displayVMs(rep *nodeReport, state string, heard bool) []*directorv1.NodeVM {
 	var out []*directorv1.NodeVM
 	for _, v := range rep.vms {
 		vm := &directorv1.NodeVM{Uid: v.UID, Name: v.Name, Phase: v.Phase, Class: v.Class,
 			DisplayPhase: v.Phase, ReportedAtUnixMs: ms(rep.at)}
-		if state != StateReady {
+		if state != StateReady || !heard {
 			vm.DisplayPhase = UnknownPhase(v.Phase, rep.at)
 		}
 		out = append(out, vm)

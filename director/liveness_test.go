@@ -95,6 +95,7 @@ func TestRestartKeepsState(t *testing.T) {
 	if err := s.heartbeat(1); err != nil {
 		t.Fatal(err)
 	}
+	reportedAt := h.Clock.Now().UTC().Format(time.RFC3339)
 	s.cancel()
 	hc.CloseIdleConnections()
 	// quiet went silent long ago: Offline, and written so (sweep).
@@ -122,8 +123,10 @@ func TestRestartKeepsState(t *testing.T) {
 	if n.GetNode().GetState() != director.StateReady || n.GetNode().GetLastSeenUnixMs() != 0 {
 		t.Errorf("after restart: node %s last seen %d, want Ready (as of the restart), last seen 0", n.GetNode().GetState(), n.GetNode().GetLastSeenUnixMs())
 	}
-	if got := vmPhases(n)["web"]; got != "Running" {
-		t.Errorf("after restart: web %q, want Running (the last report, kept)", got)
+	// Ready as of the restart, but not heard from since: its VMs are
+	// unknown, with the last report kept.
+	if got, want := vmPhases(n)["web"], "unknown (last seen Running at "+reportedAt+")"; got != want {
+		t.Errorf("after restart, before the node is heard from: web %q, want %q", got, want)
 	}
 	if got := h.Node(t, quiet).GetNode().GetState(); got != director.StateOffline {
 		t.Errorf("after restart: the node Offline before is %s, want Offline", got)
@@ -147,6 +150,9 @@ func TestRestartKeepsState(t *testing.T) {
 	s, _ = openSession(t, agent, node)
 	if err := s.heartbeat(3); err != nil {
 		t.Fatal(err)
+	}
+	if got := vmPhases(h.Node(t, node))["web"]; got != "Running" {
+		t.Errorf("after restart, heard from again: web %q, want Running", got)
 	}
 	if _, err := h.EnrollWith(ctx, spare, newKey(t), "later"); err != nil {
 		t.Errorf("enrol with a token made before the restart: %v", err)
