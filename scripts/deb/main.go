@@ -169,10 +169,12 @@ func (s *stage) build(version, commit string, when time.Time, virt, dcui, direct
 	// the units: virtcon-guests is enabled by the postinst; the slice is
 	// loaded by the scopes; the serial console is a template left for
 	// the operator to enable, and so are the web terminal (a listener on
-	// the network) and the agent (joining a director); the getty drop-in
+	// the network), the agent (joining a director) and the director (a
+	// listener, on the machine that manages hosts); the getty drop-in
 	// would take tty1 over on install, so it is shipped inactive, to be
 	// copied (docs/host.md)
-	for _, u := range []string{"virtcon-guests.service", "virtcon.slice", "virtcon-dcui-serial@.service", "virtcon-webterm.service", "virtcon-agent.service"} {
+	for _, u := range []string{"virtcon-guests.service", "virtcon.slice", "virtcon-dcui-serial@.service", "virtcon-webterm.service",
+		"virtcon-agent.service", "virtcon-director.service"} {
 		b, err := os.ReadFile(filepath.Join("packaging", "systemd", u))
 		if err != nil {
 			return err
