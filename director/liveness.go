@@ -70,15 +70,17 @@ func (t *tracker) remove(node string) {
 }
 
 // seen records that the node was heard from now, and returns the
-// transition to Ready if it was not Ready.
+// transition to Ready if it was not Ready. A node not tracked is ignored:
+// nodes are added by enrolment, the load at Open and the nodes/ watch,
+// and removed when revoked or forgotten; a session's last heartbeat
+// after that must not bring one back.
 func (t *tracker) seen(node string) *transition {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	l, ok := t.nodes[node]
 	if !ok {
-		l = &liveness{state: StateReady, since: now}
-		t.nodes[node] = l
+		return nil
 	}
 	l.seen, l.heard = now, true
 	if l.state == StateReady {

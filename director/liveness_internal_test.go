@@ -43,6 +43,30 @@ func TestTrackerTransitions(t *testing.T) {
 	})
 }
 
+// seen of a node the tracker does not follow changes nothing: a session's
+// receiving goroutine may hear its node just after a revocation or a
+// forget removed it, and must not bring it back Ready (nor have the
+// sweep write an orphan nodestate/ for it later).
+func TestTrackerSeenIgnoresUntracked(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		tr := newTracker(time.Now, 30*time.Second, 90*time.Second)
+		tr.add("n1", time.Now(), false)
+		tr.remove("n1") // revoked, or forgotten
+		for _, node := range []string{"n1", "never-added"} {
+			if got := tr.seen(node); got != nil {
+				t.Errorf("seen(%s) = %+v, want nil", node, got)
+			}
+			if l, ok := tr.get(node); ok {
+				t.Errorf("after seen, %s is tracked: %+v", node, l)
+			}
+		}
+		time.Sleep(91 * time.Second)
+		if got := tr.sweep(); len(got) != 0 {
+			t.Errorf("sweep: %+v, want no transitions of untracked nodes", got)
+		}
+	})
+}
+
 // The state is computed when asked, not only as of the last sweep, and a
 // node silent long enough goes straight from Ready to Offline.
 func TestTrackerStateOnRead(t *testing.T) {
