@@ -10,10 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/user"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"connectrpc.com/connect"
@@ -33,21 +33,37 @@ const (
 	MaxTokenUses    = 1000
 )
 
-// listenAdmin makes the admin socket, 0600. A stale socket from a
-// killed director is removed first: the data dir lock says none runs.
-func listenAdmin(path string) (net.Listener, error) {
-	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("director: admin socket %s: %w", path, err)
+// adminTempName is where the admin socket is made before it is renamed
+// into place (no longer than etcd.sock: the data dir's path length is
+// checked against that).
+const adminTempName = "admin.new"
+
+// listenAdmin makes the admin socket, 0600. It is made under a temporary
+// name in the data dir (0700: nobody else can reach it there), chmod'ed,
+// then renamed into place, so it never exists at its path with looser
+// modes; no umask is set (process-wide, while the embedded etcd runs). A
+// stale socket from a killed director is replaced: the data dir lock says
+// none runs.
+func listenAdmin(path string) (_ net.Listener, err error) {
+	tmp := filepath.Join(filepath.Dir(path), adminTempName)
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("director: admin socket %s: %w", tmp, err)
 	}
-	old := syscall.Umask(0o177)
-	ln, err := net.Listen("unix", path)
-	syscall.Umask(old)
+	ln, err := net.Listen("unix", tmp)
 	if err != nil {
 		return nil, fmt.Errorf("director: admin socket: %w", err)
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
+	defer func() {
+		if err != nil {
+			ln.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err := os.Chmod(tmp, 0o600); err != nil {
+		return nil, fmt.Errorf("director: admin socket: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
 		return nil, fmt.Errorf("director: admin socket: %w", err)
 	}
 	return ln, nil
