@@ -584,9 +584,9 @@ func (x *NodeInfo) GetStateSinceUnixMs() int64 {
 }
 
 // NodeVM is a VM as the director last heard of it. display_phase is the
-// phase while the node is Ready, and "unknown (last seen <phase> at
-// <time>)" while it is not: a silent node's VMs are never assumed
-// stopped.
+// phase while the node is Ready and heard from since this director
+// started, and "unknown (last seen <phase> at <time>)" otherwise: a
+// silent node's VMs are never assumed stopped.
 type NodeVM struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Uid              string                 `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
