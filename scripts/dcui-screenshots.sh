@@ -402,6 +402,10 @@ keys Enter
 WAIT=120 wait_for "wrote "
 shot diagnostics
 
+keys m
+wait_for "DIRECTOR"
+shot director
+
 keys p
 wait_for "HOST POWER"
 keys b
