@@ -15,6 +15,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/virtcon/virtcon/hostinfo"
+	"github.com/virtcon/virtcon/internal/cobrakit"
 	"github.com/virtcon/virtcon/internal/reexec"
 	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 )
@@ -240,7 +241,7 @@ func TestDiagnostics(t *testing.T) {
 // The generated reference must match the commands; `make docs` refreshes it.
 func TestReferenceUpToDate(t *testing.T) {
 	var buf bytes.Buffer
-	if err := GenReference(&buf, NewRootCmd(&Env{IO: &IOStreams{}})); err != nil {
+	if err := cobrakit.Reference(&buf, NewRootCmd(&Env{IO: &IOStreams{}})); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile(filepath.Join("..", "docs", "cli-reference.md"))

@@ -12,7 +12,9 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
 	"github.com/virtcon/virtcon/host"
+	"github.com/virtcon/virtcon/internal/cobrakit"
 	"github.com/virtcon/virtcon/paths"
 )
 
@@ -107,45 +109,11 @@ progress and warnings to stderr. Exit codes: 0 ok, 1 error, 2 usage, 3 check fai
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &UsageError{err} })
 
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newVersionCmd(env), newHostCmd(env), newDiagnosticsCmd(env), newCompletionCmd(), newGenDocsCmd(),
+	root.AddCommand(newVersionCmd(env), newHostCmd(env), newDiagnosticsCmd(env), cobrakit.NewCompletionCmd("virt", usageError), cobrakit.NewGenDocsCmd("docs/cli-reference.md"),
 		newApplyCmd(env), newVMCmd(env), newImageCmd(env), newNetCmd(env), newDCUICmd(env), newWebtermCmd(env), newAgentCmd(env))
-	// Unknown subcommands and wrong argument counts are usage errors.
-	for _, c := range allCommands(root) {
-		wrapArgs(c)
-	}
+	// unknown subcommands and wrong argument counts are usage errors
+	cobrakit.WrapArgs(root, usageError)
 	return root
-}
-
-func allCommands(c *cobra.Command) []*cobra.Command {
-	out := []*cobra.Command{c}
-	for _, s := range c.Commands() {
-		out = append(out, allCommands(s)...)
-	}
-	return out
-}
-
-func wrapArgs(c *cobra.Command) {
-	if c.Args == nil {
-		if c.HasSubCommands() {
-			c.Args = func(cmd *cobra.Command, args []string) error {
-				if len(args) > 0 {
-					return &UsageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
-				}
-				return nil
-			}
-			if c.RunE == nil && c.Run == nil {
-				c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
-			}
-		}
-		return
-	}
-	inner := c.Args
-	c.Args = func(cmd *cobra.Command, args []string) error {
-		if err := inner(cmd, args); err != nil {
-			return &UsageError{err}
-		}
-		return nil
-	}
 }
 
 func (e *Env) setup(cmd *cobra.Command) error {
@@ -183,3 +151,6 @@ func (e *Env) setup(cmd *cobra.Command) error {
 	e.Logger = slog.New(slog.NewTextHandler(e.IO.ErrOut, &slog.HandlerOptions{Level: lvl}))
 	return nil
 }
+
+// usageError is cobrakit's way to make an error a usage error (exit 2).
+func usageError(err error) error { return &UsageError{err} }

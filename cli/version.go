@@ -26,28 +26,3 @@ func newVersionCmd(env *Env) *cobra.Command {
 		},
 	}
 }
-
-func newCompletionCmd() *cobra.Command {
-	return &cobra.Command{
-		Use:   "completion bash|zsh|fish",
-		Short: "Print a shell completion script",
-		Long: `Print the completion script for a shell. For example:
-  virt completion bash > /etc/bash_completion.d/virt
-  virt completion zsh > "${fpath[1]}/_virt"
-  virt completion fish > ~/.config/fish/completions/virt.fish`,
-		Args:      cobra.ExactArgs(1),
-		ValidArgs: []string{"bash", "zsh", "fish"},
-		RunE: func(cmd *cobra.Command, args []string) error {
-			out := cmd.OutOrStdout()
-			switch args[0] {
-			case "bash":
-				return cmd.Root().GenBashCompletionV2(out, true)
-			case "zsh":
-				return cmd.Root().GenZshCompletion(out)
-			case "fish":
-				return cmd.Root().GenFishCompletion(out, true)
-			}
-			return &UsageError{fmt.Errorf("completion: unknown shell %q (want bash, zsh or fish)", args[0])}
-		},
-	}
-}

@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	directorv1 "github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/internal/cobrakit"
 	"github.com/virtcon/virtcon/internal/output"
 	"github.com/virtcon/virtcon/internal/testutil"
 )
@@ -549,7 +550,7 @@ func TestWordErrorPermission(t *testing.T) {
 // The generated reference must match the commands; `make docs` refreshes it.
 func TestReferenceUpToDate(t *testing.T) {
 	var buf strings.Builder
-	if err := GenReference(&buf, NewRootCmd(&Env{IO: &IOStreams{}})); err != nil {
+	if err := cobrakit.Reference(&buf, NewRootCmd(&Env{IO: &IOStreams{}})); err != nil {
 		t.Fatal(err)
 	}
 	want, err := os.ReadFile(filepath.Join("..", "docs", "virt-director-reference.md"))

@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
 	"github.com/virtcon/virtcon/api/directorv1/directorv1connect"
 	"github.com/virtcon/virtcon/director"
+	"github.com/virtcon/virtcon/internal/cobrakit"
 	"github.com/virtcon/virtcon/internal/output"
 )
 
@@ -132,43 +134,11 @@ status and errors to stderr. Exit codes: 0 ok, 1 error, 2 usage or bad input,
 
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newServeCmd(env), newTokenCmd(env), newNodeCmd(env), newAuditCmd(env),
-		newVersionCmd(env), newCompletionCmd(), newGenDocsCmd())
-	for _, c := range allCommands(root) {
-		wrapArgs(c)
-	}
+		newVersionCmd(env), cobrakit.NewCompletionCmd("virt-director", usageError), cobrakit.NewGenDocsCmd("docs/virt-director-reference.md"))
+	// unknown subcommands and wrong argument counts are usage errors
+	cobrakit.WrapArgs(root, usageError)
 	return root
 }
 
-func allCommands(c *cobra.Command) []*cobra.Command {
-	out := []*cobra.Command{c}
-	for _, s := range c.Commands() {
-		out = append(out, allCommands(s)...)
-	}
-	return out
-}
-
-// wrapArgs makes unknown subcommands and wrong argument counts usage
-// errors.
-func wrapArgs(c *cobra.Command) {
-	if c.Args == nil {
-		if c.HasSubCommands() {
-			c.Args = func(cmd *cobra.Command, args []string) error {
-				if len(args) > 0 {
-					return &UsageError{fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())}
-				}
-				return nil
-			}
-			if c.RunE == nil && c.Run == nil {
-				c.RunE = func(cmd *cobra.Command, args []string) error { return cmd.Help() }
-			}
-		}
-		return
-	}
-	inner := c.Args
-	c.Args = func(cmd *cobra.Command, args []string) error {
-		if err := inner(cmd, args); err != nil {
-			return &UsageError{err}
-		}
-		return nil
-	}
-}
+// usageError is cobrakit's way to make an error a usage error (exit 2).
+func usageError(err error) error { return &UsageError{err} }
