@@ -180,7 +180,7 @@ func (a *adminService) CreateToken(ctx context.Context, req *connect.Request[dir
 		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("max uses %d: want 1 to %d", uses, MaxTokenUses))
 	}
 	nodeName := strings.TrimSpace(m.GetNodeName())
-	if nodeName != "" && !validHostname(nodeName) {
+	if nodeName != "" && !ValidNodeName(nodeName) {
 		return nil, connect.NewError(connect.CodeInvalidArgument,
 			fmt.Errorf("node name %q: want a hostname (letters, digits, '-' and '.')", truncate(nodeName, 253)))
 	}
@@ -224,10 +224,11 @@ func (a *adminService) CreateToken(ctx context.Context, req *connect.Request[dir
 	return nil, connect.NewError(connect.CodeInternal, errors.New("token ids collided three times"))
 }
 
-// validHostname accepts RFC 1123 names: labels of letters, digits and
-// inner hyphens, 1-63 characters, 253 in all.
-func validHostname(h string) bool {
-	if len(h) > 253 {
+// ValidNodeName is the rule for a token's --node-name: an RFC 1123 host
+// name (labels of letters, digits and inner hyphens, 1-63 characters, 253
+// in all). The CLI checks it before it calls.
+func ValidNodeName(h string) bool {
+	if h == "" || len(h) > 253 {
 		return false
 	}
 	for _, l := range strings.Split(strings.TrimSuffix(h, "."), ".") {

@@ -52,7 +52,7 @@ func (o *tokenCreateOptions) validate() error {
 	case o.Uses > director.MaxTokenUses:
 		return &UsageError{fmt.Errorf("--uses %d: at most %d", o.Uses, director.MaxTokenUses)}
 	}
-	if o.NodeName != "" && !validHostname(o.NodeName) {
+	if o.NodeName != "" && !director.ValidNodeName(o.NodeName) {
 		return &UsageError{fmt.Errorf("--node-name %q: not a hostname (labels of letters, digits and inner '-', at most 253 characters)", o.NodeName)}
 	}
 	if o.Address != "" {
@@ -61,26 +61,6 @@ func (o *tokenCreateOptions) validate() error {
 		}
 	}
 	return nil
-}
-
-// validHostname accepts RFC 1123 names, as the director does: labels of
-// letters, digits and inner hyphens, 1-63 characters, 253 in all.
-func validHostname(h string) bool {
-	if h == "" || len(h) > 253 {
-		return false
-	}
-	for _, l := range strings.Split(strings.TrimSuffix(h, "."), ".") {
-		if l == "" || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
-			return false
-		}
-		for i := 0; i < len(l); i++ {
-			c := l[i]
-			if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '-' {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // checkHostPort accepts HOST:PORT, an IPv6 host in brackets.
