@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
@@ -101,15 +100,5 @@ func readRecord(l paths.Layout) (*record, bool, error) {
 }
 
 func (r *record) alive() (bool, error) {
-	if boot := proc.BootID(); r.BootID != "" && boot != "" && r.BootID != boot {
-		return false, nil
-	}
-	st, err := proc.ReadStat(r.PID)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("pid %d: %w", r.PID, err)
-	}
-	return !st.Gone() && st.Start == r.PIDStart, nil
+	return proc.Same(r.PID, r.PIDStart, r.BootID)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"syscall"
 
 	"github.com/virtcon/virtcon/internal/atomicfile"
 	"github.com/virtcon/virtcon/internal/proc"
@@ -129,17 +128,7 @@ func readFile(path string) (*Record, error) {
 
 // alive reports whether the record's process is the one that wrote it.
 func (r *Record) alive() (bool, error) {
-	if boot := proc.BootID(); r.BootID != "" && boot != "" && r.BootID != boot {
-		return false, nil
-	}
-	st, err := proc.ReadStat(r.PID)
-	switch {
-	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("pid %d: %w", r.PID, err)
-	}
-	return !st.Gone() && st.Start == r.PIDStart, nil
+	return proc.Same(r.PID, r.PIDStart, r.BootID)
 }
 
 // selfIdentity is the calling process as a record names it.

@@ -2,11 +2,14 @@ package proc
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Stat is what /proc/PID/stat tells about a process.
@@ -60,4 +63,22 @@ func BootID() string {
 		return ""
 	}
 	return string(bytes.TrimSpace(b))
+}
+
+// Same reports whether the process pid is still the one a record wrote
+// down: started at start in the boot bootID ("" when the record has
+// none), and not exited. A process that is gone is false, nil; an error
+// is a stat that could not be read for another reason.
+func Same(pid int, start uint64, bootID string) (bool, error) {
+	if boot := BootID(); bootID != "" && boot != "" && bootID != boot {
+		return false, nil
+	}
+	st, err := ReadStat(pid)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ESRCH):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("pid %d: %w", pid, err)
+	}
+	return !st.Gone() && st.Start == start, nil
 }

@@ -62,3 +62,34 @@ func TestBootID(t *testing.T) {
 		t.Errorf("BootID() = %q; want a UUID", id)
 	}
 }
+
+// Same tells the process a record names from a later one with its PID,
+// from one of another boot, and from a process that is gone.
+func TestSame(t *testing.T) {
+	self, err := ReadStat(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Skipf("needs true(1) for a pid that is gone: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		pid   int
+		start uint64
+		boot  string
+		want  bool
+	}{
+		{"this process", os.Getpid(), self.Start, BootID(), true},
+		{"no boot id recorded", os.Getpid(), self.Start, "", true},
+		{"a later process with the pid", os.Getpid(), self.Start + 1, BootID(), false},
+		{"another boot", os.Getpid(), self.Start, "00000000-0000-0000-0000-000000000000", false},
+		{"gone", cmd.Process.Pid, 1, "", false},
+	} {
+		got, err := Same(tc.pid, tc.start, tc.boot)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: Same = %v, %v; want %v", tc.name, got, err, tc.want)
+		}
+	}
+}
