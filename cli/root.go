@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -109,7 +110,7 @@ progress and warnings to stderr. Exit codes: 0 ok, 1 error, 2 usage, 3 check fai
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &UsageError{err} })
 
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newVersionCmd(env), newHostCmd(env), newDiagnosticsCmd(env), cobrakit.NewCompletionCmd("virt", usageError), cobrakit.NewGenDocsCmd("docs/cli-reference.md"),
+	root.AddCommand(cobrakit.NewVersionCmd("virt", func() (io.Writer, string) { return env.IO.Out, env.Output }), newHostCmd(env), newDiagnosticsCmd(env), cobrakit.NewCompletionCmd("virt", usageError), cobrakit.NewGenDocsCmd("docs/cli-reference.md"),
 		newApplyCmd(env), newVMCmd(env), newImageCmd(env), newNetCmd(env), newDCUICmd(env), newWebtermCmd(env), newAgentCmd(env))
 	// unknown subcommands and wrong argument counts are usage errors
 	cobrakit.WrapArgs(root, usageError)

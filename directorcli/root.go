@@ -134,7 +134,7 @@ status and errors to stderr. Exit codes: 0 ok, 1 error, 2 usage or bad input,
 
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newServeCmd(env), newTokenCmd(env), newNodeCmd(env), newAuditCmd(env),
-		newVersionCmd(env), cobrakit.NewCompletionCmd("virt-director", usageError), cobrakit.NewGenDocsCmd("docs/virt-director-reference.md"))
+		cobrakit.NewVersionCmd("virt-director", func() (io.Writer, string) { return env.IO.Out, env.Output }), cobrakit.NewCompletionCmd("virt-director", usageError), cobrakit.NewGenDocsCmd("docs/virt-director-reference.md"))
 	// unknown subcommands and wrong argument counts are usage errors
 	cobrakit.WrapArgs(root, usageError)
 	return root

@@ -9,6 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/virtcon/virtcon/internal/buildinfo"
+	"github.com/virtcon/virtcon/internal/output"
 )
 
 // UsageFunc wraps an error into the CLI's own usage-error type (its exit
@@ -126,4 +129,26 @@ func Reference(w io.Writer, root *cobra.Command) error {
 		}
 	}
 	return nil
+}
+
+// NewVersionCmd is `PROG version`: the build's version, commit and Go
+// version, in the format dest gives (-o), to its writer.
+func NewVersionCmd(prog string, dest func() (w io.Writer, format string)) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print " + prog + "'s version",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			info := buildinfo.Get()
+			w, format := dest()
+			return output.Render(w, format, info, func(w io.Writer) error {
+				fmt.Fprintf(w, "%s %s", prog, info.Version)
+				if info.Commit != "" {
+					fmt.Fprintf(w, " (%s)", info.Commit)
+				}
+				fmt.Fprintf(w, " %s\n", info.GoVersion)
+				return nil
+			})
+		},
+	}
 }
