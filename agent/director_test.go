@@ -369,15 +369,23 @@ func TestRunRenewal(t *testing.T) {
 		t.Errorf("renewed certificate valid until %v; want later than the old %v", st.CertNotAfter, id.leaf.NotAfter)
 	}
 	// the director sees the node registered with the new certificate: a
-	// new session on a new connection
+	// new session (audited with the new serial) on a new connection; the
+	// old session says goodbye first, so "connected" alone could still be
+	// the old one
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		n := d.Node(t, st.NodeID).GetNode()
-		if n.GetCertSerial() == st.CertSerial && n.GetConnected() {
+		opened := false
+		for _, e := range d.Audit(t) {
+			if e.GetKind() == "session.open" && e.GetSerial() == st.CertSerial {
+				opened = true
+			}
+		}
+		if opened && n.GetCertSerial() == st.CertSerial && n.GetConnected() {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the director's node: serial %s connected %v; want the renewed %s, connected", n.GetCertSerial(), n.GetConnected(), st.CertSerial)
+			t.Fatalf("the director's node: serial %s connected %v, a session with the new serial opened %v; want the renewed %s, connected", n.GetCertSerial(), n.GetConnected(), opened, st.CertSerial)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
