@@ -14,8 +14,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/virtcon/virtcon/cli/cobrakit"
 	"github.com/virtcon/virtcon/hostinfo"
-	"github.com/virtcon/virtcon/internal/cobrakit"
 	"github.com/virtcon/virtcon/internal/reexec"
 	"github.com/virtcon/virtcon/internal/testutil/fakehost"
 )

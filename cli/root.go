@@ -14,8 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/virtcon/virtcon/cli/cobrakit"
 	"github.com/virtcon/virtcon/host"
-	"github.com/virtcon/virtcon/internal/cobrakit"
 	"github.com/virtcon/virtcon/paths"
 )
 

@@ -11,12 +11,7 @@ const module = "github.com/virtcon/virtcon"
 
 // faces are the packages that translate for a user; everything else in
 // the module (but tests, commands and scripts) is the core.
-var faces = []string{module + "/cli", module + "/tui", module + "/directorcli"}
-
-// faceLibraries are what faces share (the CLIs' cobra plumbing): face-side
-// (they may import a UI library, the core may not import them), and every
-// face may import them; they import no face.
-var faceLibraries = []string{module + "/internal/cobrakit"}
+var faces = []string{module + "/cli", module + "/tui"}
 
 // testHelpers are the packages only tests import: neither core nor face,
 // they may import what a test needs (testing, a golden-file library).
@@ -88,7 +83,7 @@ func TestLayering(t *testing.T) {
 			continue
 		}
 		face := ""
-		for _, f := range append(faces[:len(faces):len(faces)], faceLibraries...) {
+		for _, f := range faces {
 			if under(pkg, f) {
 				face = f
 			}
@@ -96,7 +91,7 @@ func TestLayering(t *testing.T) {
 		for _, dep := range strings.Fields(string(deps)) {
 			switch {
 			case face == "":
-				for _, bad := range append(faces[:len(faces):len(faces)], faceLibraries...) {
+				for _, bad := range faces {
 					if under(dep, bad) {
 						t.Errorf("core package %s depends on %s", pkg, dep)
 					}
@@ -134,7 +129,7 @@ func TestAgentLinksNoDirector(t *testing.T) {
 	roots := []string{module + "/cmd/virt", module + "/cmd/dcui", module + "/cli", module + "/tui/...", module + "/host"}
 	var bad []string
 	for _, dep := range listDeps(t, roots...) {
-		if underAny(dep, []string{"go.etcd.io/", module + "/director", module + "/directorcli"}) {
+		if underAny(dep, []string{"go.etcd.io/", module + "/director", module + "/cli/directorcli"}) {
 			bad = append(bad, dep)
 		}
 	}

@@ -3,7 +3,7 @@ package main
 import (
 	"os"
 
-	"github.com/virtcon/virtcon/directorcli"
+	"github.com/virtcon/virtcon/cli/directorcli"
 )
 
 func main() { os.Exit(directorcli.Main()) }

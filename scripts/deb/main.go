@@ -16,7 +16,7 @@ import (
 
 	"github.com/spf13/cobra/doc"
 	"github.com/virtcon/virtcon/cli"
-	"github.com/virtcon/virtcon/directorcli"
+	"github.com/virtcon/virtcon/cli/directorcli"
 	"go.yaml.in/yaml/v3"
 )
 

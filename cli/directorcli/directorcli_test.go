@@ -15,7 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 	directorv1 "github.com/virtcon/virtcon/api/directorv1"
-	"github.com/virtcon/virtcon/internal/cobrakit"
+	"github.com/virtcon/virtcon/cli/cobrakit"
 	"github.com/virtcon/virtcon/internal/output"
 	"github.com/virtcon/virtcon/internal/testutil"
 )
@@ -553,7 +553,7 @@ func TestReferenceUpToDate(t *testing.T) {
 	if err := cobrakit.Reference(&buf, NewRootCmd(&Env{IO: &IOStreams{}})); err != nil {
 		t.Fatal(err)
 	}
-	want, err := os.ReadFile(filepath.Join("..", "docs", "virt-director-reference.md"))
+	want, err := os.ReadFile(filepath.Join("..", "..", "docs", "virt-director-reference.md"))
 	if err != nil {
 		t.Fatalf("docs/virt-director-reference.md: %v (run make docs)", err)
 	}

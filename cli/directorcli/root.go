@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/virtcon/virtcon/api/directorv1/directorv1connect"
+	"github.com/virtcon/virtcon/cli/cobrakit"
 	"github.com/virtcon/virtcon/director"
-	"github.com/virtcon/virtcon/internal/cobrakit"
 	"github.com/virtcon/virtcon/internal/output"
 )
 
