@@ -451,8 +451,11 @@ type NodeInfo struct {
 	RevokedAtUnixMs  int64  `protobuf:"varint,12,opt,name=revoked_at_unix_ms,json=revokedAtUnixMs,proto3" json:"revoked_at_unix_ms,omitempty"`
 	RevokeReason     string `protobuf:"bytes,13,opt,name=revoke_reason,json=revokeReason,proto3" json:"revoke_reason,omitempty"`
 	StateSinceUnixMs int64  `protobuf:"varint,14,opt,name=state_since_unix_ms,json=stateSinceUnixMs,proto3" json:"state_since_unix_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// replica_id is the replica holding the node's session, if any.
+	ReplicaId     string   `protobuf:"bytes,15,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	TaskKinds     []string `protobuf:"bytes,16,rep,name=task_kinds,json=taskKinds,proto3" json:"task_kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeInfo) Reset() {
@@ -583,20 +586,44 @@ func (x *NodeInfo) GetStateSinceUnixMs() int64 {
 	return 0
 }
 
+func (x *NodeInfo) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetTaskKinds() []string {
+	if x != nil {
+		return x.TaskKinds
+	}
+	return nil
+}
+
 // NodeVM is a VM as the director last heard of it. display_phase is the
 // phase while the node is Ready and heard from since this director
 // started, and "unknown (last seen <phase> at <time>)" otherwise: a
 // silent node's VMs are never assumed stopped.
 type NodeVM struct {
-	state            protoimpl.MessageState `protogen:"open.v1"`
-	Uid              string                 `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
-	Name             string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Phase            string                 `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
-	Class            string                 `protobuf:"bytes,4,opt,name=class,proto3" json:"class,omitempty"`
-	DisplayPhase     string                 `protobuf:"bytes,5,opt,name=display_phase,json=displayPhase,proto3" json:"display_phase,omitempty"`
-	ReportedAtUnixMs int64                  `protobuf:"varint,6,opt,name=reported_at_unix_ms,json=reportedAtUnixMs,proto3" json:"reported_at_unix_ms,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	state              protoimpl.MessageState `protogen:"open.v1"`
+	Uid                string                 `protobuf:"bytes,1,opt,name=uid,proto3" json:"uid,omitempty"`
+	Name               string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Phase              string                 `protobuf:"bytes,3,opt,name=phase,proto3" json:"phase,omitempty"`
+	Class              string                 `protobuf:"bytes,4,opt,name=class,proto3" json:"class,omitempty"`
+	DisplayPhase       string                 `protobuf:"bytes,5,opt,name=display_phase,json=displayPhase,proto3" json:"display_phase,omitempty"`
+	ReportedAtUnixMs   int64                  `protobuf:"varint,6,opt,name=reported_at_unix_ms,json=reportedAtUnixMs,proto3" json:"reported_at_unix_ms,omitempty"`
+	DirectorGeneration string                 `protobuf:"bytes,7,opt,name=director_generation,json=directorGeneration,proto3" json:"director_generation,omitempty"`
+	Generation         int64                  `protobuf:"varint,8,opt,name=generation,proto3" json:"generation,omitempty"`
+	ObservedGeneration int64                  `protobuf:"varint,9,opt,name=observed_generation,json=observedGeneration,proto3" json:"observed_generation,omitempty"`
+	Cpus               uint32                 `protobuf:"varint,10,opt,name=cpus,proto3" json:"cpus,omitempty"`
+	MemoryMib          uint64                 `protobuf:"varint,11,opt,name=memory_mib,json=memoryMib,proto3" json:"memory_mib,omitempty"`
+	NodeId             string                 `protobuf:"bytes,12,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	NodeHostname       string                 `protobuf:"bytes,13,opt,name=node_hostname,json=nodeHostname,proto3" json:"node_hostname,omitempty"`
+	// source is where an EXTERNAL guest comes from: qemu or libvirt.
+	Source        string `protobuf:"bytes,14,opt,name=source,proto3" json:"source,omitempty"`
+	Reason        string `protobuf:"bytes,15,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeVM) Reset() {
@@ -669,6 +696,69 @@ func (x *NodeVM) GetReportedAtUnixMs() int64 {
 		return x.ReportedAtUnixMs
 	}
 	return 0
+}
+
+func (x *NodeVM) GetDirectorGeneration() string {
+	if x != nil {
+		return x.DirectorGeneration
+	}
+	return ""
+}
+
+func (x *NodeVM) GetGeneration() int64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *NodeVM) GetObservedGeneration() int64 {
+	if x != nil {
+		return x.ObservedGeneration
+	}
+	return 0
+}
+
+func (x *NodeVM) GetCpus() uint32 {
+	if x != nil {
+		return x.Cpus
+	}
+	return 0
+}
+
+func (x *NodeVM) GetMemoryMib() uint64 {
+	if x != nil {
+		return x.MemoryMib
+	}
+	return 0
+}
+
+func (x *NodeVM) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *NodeVM) GetNodeHostname() string {
+	if x != nil {
+		return x.NodeHostname
+	}
+	return ""
+}
+
+func (x *NodeVM) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *NodeVM) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
 }
 
 type ListNodesRequest struct {
@@ -1294,11 +1384,1086 @@ func (*FollowAuditRequest) Descriptor() ([]byte, []int) {
 	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{20}
 }
 
+type CreateTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// node is a node's id, hostname or unique id prefix.
+	Node string `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// task.id is the client's UUID (required); task.deadline_in_ms is the
+	// time the task may take from now, delivery included (0: the kind's
+	// default).
+	Task          *Task `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTaskRequest) Reset() {
+	*x = CreateTaskRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTaskRequest) ProtoMessage() {}
+
+func (x *CreateTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTaskRequest.ProtoReflect.Descriptor instead.
+func (*CreateTaskRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *CreateTaskRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *CreateTaskRequest) GetTask() *Task {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+type CreateTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *TaskInfo              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateTaskResponse) Reset() {
+	*x = CreateTaskResponse{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateTaskResponse) ProtoMessage() {}
+
+func (x *CreateTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateTaskResponse.ProtoReflect.Descriptor instead.
+func (*CreateTaskResponse) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *CreateTaskResponse) GetTask() *TaskInfo {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+// TaskInfo is a task as the director knows it.
+type TaskInfo struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Id           string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	NodeId       string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	NodeHostname string                 `protobuf:"bytes,3,opt,name=node_hostname,json=nodeHostname,proto3" json:"node_hostname,omitempty"`
+	// kind as the CLI spells it: start-vm, pull-image, ...
+	Kind string `protobuf:"bytes,4,opt,name=kind,proto3" json:"kind,omitempty"`
+	// summary names the task's target, never its secrets: "start-vm web".
+	Summary         string    `protobuf:"bytes,5,opt,name=summary,proto3" json:"summary,omitempty"`
+	Phase           TaskPhase `protobuf:"varint,6,opt,name=phase,proto3,enum=virtcon.director.v1.TaskPhase" json:"phase,omitempty"`
+	CreatedAtUnixMs int64     `protobuf:"varint,7,opt,name=created_at_unix_ms,json=createdAtUnixMs,proto3" json:"created_at_unix_ms,omitempty"`
+	CreatedBy       string    `protobuf:"bytes,8,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	DeadlineUnixMs  int64     `protobuf:"varint,9,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
+	CancelRequested bool      `protobuf:"varint,10,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
+	Progress        *Progress `protobuf:"bytes,11,opt,name=progress,proto3" json:"progress,omitempty"`
+	// log holds the task's last 100 log lines.
+	Log             []string     `protobuf:"bytes,12,rep,name=log,proto3" json:"log,omitempty"`
+	Failure         *TaskFailure `protobuf:"bytes,13,opt,name=failure,proto3" json:"failure,omitempty"`
+	Result          *TaskResult  `protobuf:"bytes,14,opt,name=result,proto3" json:"result,omitempty"`
+	UpdatedAtUnixMs int64        `protobuf:"varint,15,opt,name=updated_at_unix_ms,json=updatedAtUnixMs,proto3" json:"updated_at_unix_ms,omitempty"`
+	// replica_id is the replica that sent the task.
+	ReplicaId string `protobuf:"bytes,16,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// dispatch_us is the time from the task's creation to the agent's
+	// first status, on the sending replica's clock.
+	DispatchUs    int64 `protobuf:"varint,17,opt,name=dispatch_us,json=dispatchUs,proto3" json:"dispatch_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskInfo) Reset() {
+	*x = TaskInfo{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskInfo) ProtoMessage() {}
+
+func (x *TaskInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskInfo.ProtoReflect.Descriptor instead.
+func (*TaskInfo) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TaskInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetNodeHostname() string {
+	if x != nil {
+		return x.NodeHostname
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetPhase() TaskPhase {
+	if x != nil {
+		return x.Phase
+	}
+	return TaskPhase_TASK_PHASE_UNSPECIFIED
+}
+
+func (x *TaskInfo) GetCreatedAtUnixMs() int64 {
+	if x != nil {
+		return x.CreatedAtUnixMs
+	}
+	return 0
+}
+
+func (x *TaskInfo) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetDeadlineUnixMs() int64 {
+	if x != nil {
+		return x.DeadlineUnixMs
+	}
+	return 0
+}
+
+func (x *TaskInfo) GetCancelRequested() bool {
+	if x != nil {
+		return x.CancelRequested
+	}
+	return false
+}
+
+func (x *TaskInfo) GetProgress() *Progress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *TaskInfo) GetLog() []string {
+	if x != nil {
+		return x.Log
+	}
+	return nil
+}
+
+func (x *TaskInfo) GetFailure() *TaskFailure {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *TaskInfo) GetResult() *TaskResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *TaskInfo) GetUpdatedAtUnixMs() int64 {
+	if x != nil {
+		return x.UpdatedAtUnixMs
+	}
+	return 0
+}
+
+func (x *TaskInfo) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *TaskInfo) GetDispatchUs() int64 {
+	if x != nil {
+		return x.DispatchUs
+	}
+	return 0
+}
+
+type ListTasksRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Phases        []TaskPhase            `protobuf:"varint,2,rep,packed,name=phases,proto3,enum=virtcon.director.v1.TaskPhase" json:"phases,omitempty"`
+	Limit         uint32                 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksRequest) Reset() {
+	*x = ListTasksRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksRequest) ProtoMessage() {}
+
+func (x *ListTasksRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksRequest.ProtoReflect.Descriptor instead.
+func (*ListTasksRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ListTasksRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ListTasksRequest) GetPhases() []TaskPhase {
+	if x != nil {
+		return x.Phases
+	}
+	return nil
+}
+
+func (x *ListTasksRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListTasksResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Tasks         []*TaskInfo            `protobuf:"bytes,1,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTasksResponse) Reset() {
+	*x = ListTasksResponse{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTasksResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTasksResponse) ProtoMessage() {}
+
+func (x *ListTasksResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTasksResponse.ProtoReflect.Descriptor instead.
+func (*ListTasksResponse) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *ListTasksResponse) GetTasks() []*TaskInfo {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+type GetTaskRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is a task's id or a unique prefix of at least 4 characters.
+	Id            string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskRequest) Reset() {
+	*x = GetTaskRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskRequest) ProtoMessage() {}
+
+func (x *GetTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GetTaskRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *TaskInfo              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskResponse) Reset() {
+	*x = GetTaskResponse{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskResponse) ProtoMessage() {}
+
+func (x *GetTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskResponse.ProtoReflect.Descriptor instead.
+func (*GetTaskResponse) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *GetTaskResponse) GetTask() *TaskInfo {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+type CancelTaskRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTaskRequest) Reset() {
+	*x = CancelTaskRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTaskRequest) ProtoMessage() {}
+
+func (x *CancelTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTaskRequest.ProtoReflect.Descriptor instead.
+func (*CancelTaskRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CancelTaskRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type CancelTaskResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Task          *TaskInfo              `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelTaskResponse) Reset() {
+	*x = CancelTaskResponse{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelTaskResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelTaskResponse) ProtoMessage() {}
+
+func (x *CancelTaskResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelTaskResponse.ProtoReflect.Descriptor instead.
+func (*CancelTaskResponse) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CancelTaskResponse) GetTask() *TaskInfo {
+	if x != nil {
+		return x.Task
+	}
+	return nil
+}
+
+type WatchTaskRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchTaskRequest) Reset() {
+	*x = WatchTaskRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchTaskRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchTaskRequest) ProtoMessage() {}
+
+func (x *WatchTaskRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchTaskRequest.ProtoReflect.Descriptor instead.
+func (*WatchTaskRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *WatchTaskRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetTaskDataRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetTaskDataRequest) Reset() {
+	*x = GetTaskDataRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetTaskDataRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetTaskDataRequest) ProtoMessage() {}
+
+func (x *GetTaskDataRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetTaskDataRequest.ProtoReflect.Descriptor instead.
+func (*GetTaskDataRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetTaskDataRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type TaskDataChunk struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Offset        uint64                 `protobuf:"varint,1,opt,name=offset,proto3" json:"offset,omitempty"`
+	Data          []byte                 `protobuf:"bytes,2,opt,name=data,proto3" json:"data,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskDataChunk) Reset() {
+	*x = TaskDataChunk{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskDataChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskDataChunk) ProtoMessage() {}
+
+func (x *TaskDataChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskDataChunk.ProtoReflect.Descriptor instead.
+func (*TaskDataChunk) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *TaskDataChunk) GetOffset() uint64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *TaskDataChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+type ListVMsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// count_only returns the count, not the VMs.
+	CountOnly     bool `protobuf:"varint,2,opt,name=count_only,json=countOnly,proto3" json:"count_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListVMsRequest) Reset() {
+	*x = ListVMsRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVMsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVMsRequest) ProtoMessage() {}
+
+func (x *ListVMsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVMsRequest.ProtoReflect.Descriptor instead.
+func (*ListVMsRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListVMsRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ListVMsRequest) GetCountOnly() bool {
+	if x != nil {
+		return x.CountOnly
+	}
+	return false
+}
+
+type ListVMsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Vms   []*NodeVM              `protobuf:"bytes,1,rep,name=vms,proto3" json:"vms,omitempty"`
+	Count uint32                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// nodes_without_inventory are enrolled nodes with no inventory yet
+	// (never connected since a data loss, or agents without tasks).
+	NodesWithoutInventory []string `protobuf:"bytes,3,rep,name=nodes_without_inventory,json=nodesWithoutInventory,proto3" json:"nodes_without_inventory,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
+}
+
+func (x *ListVMsResponse) Reset() {
+	*x = ListVMsResponse{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListVMsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListVMsResponse) ProtoMessage() {}
+
+func (x *ListVMsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListVMsResponse.ProtoReflect.Descriptor instead.
+func (*ListVMsResponse) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ListVMsResponse) GetVms() []*NodeVM {
+	if x != nil {
+		return x.Vms
+	}
+	return nil
+}
+
+func (x *ListVMsResponse) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ListVMsResponse) GetNodesWithoutInventory() []string {
+	if x != nil {
+		return x.NodesWithoutInventory
+	}
+	return nil
+}
+
+type ResyncNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	All           bool                   `protobuf:"varint,2,opt,name=all,proto3" json:"all,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncNodeRequest) Reset() {
+	*x = ResyncNodeRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncNodeRequest) ProtoMessage() {}
+
+func (x *ResyncNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncNodeRequest.ProtoReflect.Descriptor instead.
+func (*ResyncNodeRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *ResyncNodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ResyncNodeRequest) GetAll() bool {
+	if x != nil {
+		return x.All
+	}
+	return false
+}
+
+type ResyncNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []string               `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResyncNodeResponse) Reset() {
+	*x = ResyncNodeResponse{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResyncNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResyncNodeResponse) ProtoMessage() {}
+
+func (x *ResyncNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResyncNodeResponse.ProtoReflect.Descriptor instead.
+func (*ResyncNodeResponse) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *ResyncNodeResponse) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+type ReplicaInfo struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	Id              string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Advertise       string                 `protobuf:"bytes,2,opt,name=advertise,proto3" json:"advertise,omitempty"`
+	Version         string                 `protobuf:"bytes,3,opt,name=version,proto3" json:"version,omitempty"`
+	StartedAtUnixMs int64                  `protobuf:"varint,4,opt,name=started_at_unix_ms,json=startedAtUnixMs,proto3" json:"started_at_unix_ms,omitempty"`
+	Leader          bool                   `protobuf:"varint,5,opt,name=leader,proto3" json:"leader,omitempty"`
+	Sessions        uint32                 `protobuf:"varint,6,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *ReplicaInfo) Reset() {
+	*x = ReplicaInfo{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaInfo) ProtoMessage() {}
+
+func (x *ReplicaInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaInfo.ProtoReflect.Descriptor instead.
+func (*ReplicaInfo) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *ReplicaInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ReplicaInfo) GetAdvertise() string {
+	if x != nil {
+		return x.Advertise
+	}
+	return ""
+}
+
+func (x *ReplicaInfo) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ReplicaInfo) GetStartedAtUnixMs() int64 {
+	if x != nil {
+		return x.StartedAtUnixMs
+	}
+	return 0
+}
+
+func (x *ReplicaInfo) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *ReplicaInfo) GetSessions() uint32 {
+	if x != nil {
+		return x.Sessions
+	}
+	return 0
+}
+
+type ListReplicasRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplicasRequest) Reset() {
+	*x = ListReplicasRequest{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplicasRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplicasRequest) ProtoMessage() {}
+
+func (x *ListReplicasRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplicasRequest.ProtoReflect.Descriptor instead.
+func (*ListReplicasRequest) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{38}
+}
+
+type ListReplicasResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Replicas      []*ReplicaInfo         `protobuf:"bytes,1,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListReplicasResponse) Reset() {
+	*x = ListReplicasResponse{}
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListReplicasResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListReplicasResponse) ProtoMessage() {}
+
+func (x *ListReplicasResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_virtcon_director_v1_admin_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListReplicasResponse.ProtoReflect.Descriptor instead.
+func (*ListReplicasResponse) Descriptor() ([]byte, []int) {
+	return file_virtcon_director_v1_admin_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ListReplicasResponse) GetReplicas() []*ReplicaInfo {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
 var File_virtcon_director_v1_admin_proto protoreflect.FileDescriptor
 
 const file_virtcon_director_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x1fvirtcon/director/v1/admin.proto\x12\x13virtcon.director.v1\x1a virtcon/director/v1/common.proto\x1a\x1fvirtcon/director/v1/agent.proto\"}\n" +
+	"\x1fvirtcon/director/v1/admin.proto\x12\x13virtcon.director.v1\x1a virtcon/director/v1/common.proto\x1a\x1fvirtcon/director/v1/agent.proto\x1a\x1evirtcon/director/v1/task.proto\"}\n" +
 	"\x12CreateTokenRequest\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12\x1b\n" +
 	"\tnode_name\x18\x02 \x01(\tR\bnodeName\x12\x19\n" +
@@ -1326,7 +2491,7 @@ const file_virtcon_director_v1_admin_proto_rawDesc = "" +
 	"\x12RevokeTokenRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"K\n" +
 	"\x13RevokeTokenResponse\x124\n" +
-	"\x05token\x18\x01 \x01(\v2\x1e.virtcon.director.v1.TokenInfoR\x05token\"\xf6\x03\n" +
+	"\x05token\x18\x01 \x01(\v2\x1e.virtcon.director.v1.TokenInfoR\x05token\"\xb4\x04\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\thost_uuid\x18\x02 \x01(\tR\bhostUuid\x12\x1a\n" +
@@ -1343,14 +2508,31 @@ const file_virtcon_director_v1_admin_proto_rawDesc = "" +
 	"\x13enrolled_at_unix_ms\x18\v \x01(\x03R\x10enrolledAtUnixMs\x12+\n" +
 	"\x12revoked_at_unix_ms\x18\f \x01(\x03R\x0frevokedAtUnixMs\x12#\n" +
 	"\rrevoke_reason\x18\r \x01(\tR\frevokeReason\x12-\n" +
-	"\x13state_since_unix_ms\x18\x0e \x01(\x03R\x10stateSinceUnixMs\"\xae\x01\n" +
+	"\x13state_since_unix_ms\x18\x0e \x01(\x03R\x10stateSinceUnixMs\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x0f \x01(\tR\treplicaId\x12\x1d\n" +
+	"\n" +
+	"task_kinds\x18\x10 \x03(\tR\ttaskKinds\"\xd1\x03\n" +
 	"\x06NodeVM\x12\x10\n" +
 	"\x03uid\x18\x01 \x01(\tR\x03uid\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
 	"\x05phase\x18\x03 \x01(\tR\x05phase\x12\x14\n" +
 	"\x05class\x18\x04 \x01(\tR\x05class\x12#\n" +
 	"\rdisplay_phase\x18\x05 \x01(\tR\fdisplayPhase\x12-\n" +
-	"\x13reported_at_unix_ms\x18\x06 \x01(\x03R\x10reportedAtUnixMs\"\x12\n" +
+	"\x13reported_at_unix_ms\x18\x06 \x01(\x03R\x10reportedAtUnixMs\x12/\n" +
+	"\x13director_generation\x18\a \x01(\tR\x12directorGeneration\x12\x1e\n" +
+	"\n" +
+	"generation\x18\b \x01(\x03R\n" +
+	"generation\x12/\n" +
+	"\x13observed_generation\x18\t \x01(\x03R\x12observedGeneration\x12\x12\n" +
+	"\x04cpus\x18\n" +
+	" \x01(\rR\x04cpus\x12\x1d\n" +
+	"\n" +
+	"memory_mib\x18\v \x01(\x04R\tmemoryMib\x12\x17\n" +
+	"\anode_id\x18\f \x01(\tR\x06nodeId\x12#\n" +
+	"\rnode_hostname\x18\r \x01(\tR\fnodeHostname\x12\x16\n" +
+	"\x06source\x18\x0e \x01(\tR\x06source\x12\x16\n" +
+	"\x06reason\x18\x0f \x01(\tR\x06reason\"\x12\n" +
 	"\x10ListNodesRequest\"H\n" +
 	"\x11ListNodesResponse\x123\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x1d.virtcon.director.v1.NodeInfoR\x05nodes\" \n" +
@@ -1388,7 +2570,78 @@ const file_virtcon_director_v1_admin_proto_rawDesc = "" +
 	"\x05limit\x18\x02 \x01(\rR\x05limit\"N\n" +
 	"\x11ListAuditResponse\x129\n" +
 	"\aentries\x18\x01 \x03(\v2\x1f.virtcon.director.v1.AuditEntryR\aentries\"\x14\n" +
-	"\x12FollowAuditRequest2\xd8\x06\n" +
+	"\x12FollowAuditRequest\"V\n" +
+	"\x11CreateTaskRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12-\n" +
+	"\x04task\x18\x02 \x01(\v2\x19.virtcon.director.v1.TaskR\x04task\"G\n" +
+	"\x12CreateTaskResponse\x121\n" +
+	"\x04task\x18\x01 \x01(\v2\x1d.virtcon.director.v1.TaskInfoR\x04task\"\x8c\x05\n" +
+	"\bTaskInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12#\n" +
+	"\rnode_hostname\x18\x03 \x01(\tR\fnodeHostname\x12\x12\n" +
+	"\x04kind\x18\x04 \x01(\tR\x04kind\x12\x18\n" +
+	"\asummary\x18\x05 \x01(\tR\asummary\x124\n" +
+	"\x05phase\x18\x06 \x01(\x0e2\x1e.virtcon.director.v1.TaskPhaseR\x05phase\x12+\n" +
+	"\x12created_at_unix_ms\x18\a \x01(\x03R\x0fcreatedAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\b \x01(\tR\tcreatedBy\x12(\n" +
+	"\x10deadline_unix_ms\x18\t \x01(\x03R\x0edeadlineUnixMs\x12)\n" +
+	"\x10cancel_requested\x18\n" +
+	" \x01(\bR\x0fcancelRequested\x129\n" +
+	"\bprogress\x18\v \x01(\v2\x1d.virtcon.director.v1.ProgressR\bprogress\x12\x10\n" +
+	"\x03log\x18\f \x03(\tR\x03log\x12:\n" +
+	"\afailure\x18\r \x01(\v2 .virtcon.director.v1.TaskFailureR\afailure\x127\n" +
+	"\x06result\x18\x0e \x01(\v2\x1f.virtcon.director.v1.TaskResultR\x06result\x12+\n" +
+	"\x12updated_at_unix_ms\x18\x0f \x01(\x03R\x0fupdatedAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x10 \x01(\tR\treplicaId\x12\x1f\n" +
+	"\vdispatch_us\x18\x11 \x01(\x03R\n" +
+	"dispatchUs\"t\n" +
+	"\x10ListTasksRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x126\n" +
+	"\x06phases\x18\x02 \x03(\x0e2\x1e.virtcon.director.v1.TaskPhaseR\x06phases\x12\x14\n" +
+	"\x05limit\x18\x03 \x01(\rR\x05limit\"H\n" +
+	"\x11ListTasksResponse\x123\n" +
+	"\x05tasks\x18\x01 \x03(\v2\x1d.virtcon.director.v1.TaskInfoR\x05tasks\" \n" +
+	"\x0eGetTaskRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"D\n" +
+	"\x0fGetTaskResponse\x121\n" +
+	"\x04task\x18\x01 \x01(\v2\x1d.virtcon.director.v1.TaskInfoR\x04task\"#\n" +
+	"\x11CancelTaskRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"G\n" +
+	"\x12CancelTaskResponse\x121\n" +
+	"\x04task\x18\x01 \x01(\v2\x1d.virtcon.director.v1.TaskInfoR\x04task\"\"\n" +
+	"\x10WatchTaskRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"$\n" +
+	"\x12GetTaskDataRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\";\n" +
+	"\rTaskDataChunk\x12\x16\n" +
+	"\x06offset\x18\x01 \x01(\x04R\x06offset\x12\x12\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"C\n" +
+	"\x0eListVMsRequest\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1d\n" +
+	"\n" +
+	"count_only\x18\x02 \x01(\bR\tcountOnly\"\x8e\x01\n" +
+	"\x0fListVMsResponse\x12-\n" +
+	"\x03vms\x18\x01 \x03(\v2\x1b.virtcon.director.v1.NodeVMR\x03vms\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x126\n" +
+	"\x17nodes_without_inventory\x18\x03 \x03(\tR\x15nodesWithoutInventory\"5\n" +
+	"\x11ResyncNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03all\x18\x02 \x01(\bR\x03all\"*\n" +
+	"\x12ResyncNodeResponse\x12\x14\n" +
+	"\x05nodes\x18\x01 \x03(\tR\x05nodes\"\xb6\x01\n" +
+	"\vReplicaInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1c\n" +
+	"\tadvertise\x18\x02 \x01(\tR\tadvertise\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\tR\aversion\x12+\n" +
+	"\x12started_at_unix_ms\x18\x04 \x01(\x03R\x0fstartedAtUnixMs\x12\x16\n" +
+	"\x06leader\x18\x05 \x01(\bR\x06leader\x12\x1a\n" +
+	"\bsessions\x18\x06 \x01(\rR\bsessions\"\x15\n" +
+	"\x13ListReplicasRequest\"T\n" +
+	"\x14ListReplicasResponse\x12<\n" +
+	"\breplicas\x18\x01 \x03(\v2 .virtcon.director.v1.ReplicaInfoR\breplicas2\x95\r\n" +
 	"\fAdminService\x12`\n" +
 	"\vCreateToken\x12'.virtcon.director.v1.CreateTokenRequest\x1a(.virtcon.director.v1.CreateTokenResponse\x12]\n" +
 	"\n" +
@@ -1401,7 +2654,19 @@ const file_virtcon_director_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"ForgetNode\x12&.virtcon.director.v1.ForgetNodeRequest\x1a'.virtcon.director.v1.ForgetNodeResponse\x12Z\n" +
 	"\tListAudit\x12%.virtcon.director.v1.ListAuditRequest\x1a&.virtcon.director.v1.ListAuditResponse\x12Y\n" +
-	"\vFollowAudit\x12'.virtcon.director.v1.FollowAuditRequest\x1a\x1f.virtcon.director.v1.AuditEntry0\x01B6Z4github.com/virtcon/virtcon/api/directorv1;directorv1b\x06proto3"
+	"\vFollowAudit\x12'.virtcon.director.v1.FollowAuditRequest\x1a\x1f.virtcon.director.v1.AuditEntry0\x01\x12]\n" +
+	"\n" +
+	"CreateTask\x12&.virtcon.director.v1.CreateTaskRequest\x1a'.virtcon.director.v1.CreateTaskResponse\x12Z\n" +
+	"\tListTasks\x12%.virtcon.director.v1.ListTasksRequest\x1a&.virtcon.director.v1.ListTasksResponse\x12T\n" +
+	"\aGetTask\x12#.virtcon.director.v1.GetTaskRequest\x1a$.virtcon.director.v1.GetTaskResponse\x12]\n" +
+	"\n" +
+	"CancelTask\x12&.virtcon.director.v1.CancelTaskRequest\x1a'.virtcon.director.v1.CancelTaskResponse\x12S\n" +
+	"\tWatchTask\x12%.virtcon.director.v1.WatchTaskRequest\x1a\x1d.virtcon.director.v1.TaskInfo0\x01\x12\\\n" +
+	"\vGetTaskData\x12'.virtcon.director.v1.GetTaskDataRequest\x1a\".virtcon.director.v1.TaskDataChunk0\x01\x12T\n" +
+	"\aListVMs\x12#.virtcon.director.v1.ListVMsRequest\x1a$.virtcon.director.v1.ListVMsResponse\x12]\n" +
+	"\n" +
+	"ResyncNode\x12&.virtcon.director.v1.ResyncNodeRequest\x1a'.virtcon.director.v1.ResyncNodeResponse\x12c\n" +
+	"\fListReplicas\x12(.virtcon.director.v1.ListReplicasRequest\x1a).virtcon.director.v1.ListReplicasResponseB6Z4github.com/virtcon/virtcon/api/directorv1;directorv1b\x06proto3"
 
 var (
 	file_virtcon_director_v1_admin_proto_rawDescOnce sync.Once
@@ -1415,67 +2680,121 @@ func file_virtcon_director_v1_admin_proto_rawDescGZIP() []byte {
 	return file_virtcon_director_v1_admin_proto_rawDescData
 }
 
-var file_virtcon_director_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_virtcon_director_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_virtcon_director_v1_admin_proto_goTypes = []any{
-	(*CreateTokenRequest)(nil),  // 0: virtcon.director.v1.CreateTokenRequest
-	(*CreateTokenResponse)(nil), // 1: virtcon.director.v1.CreateTokenResponse
-	(*TokenInfo)(nil),           // 2: virtcon.director.v1.TokenInfo
-	(*ListTokensRequest)(nil),   // 3: virtcon.director.v1.ListTokensRequest
-	(*ListTokensResponse)(nil),  // 4: virtcon.director.v1.ListTokensResponse
-	(*RevokeTokenRequest)(nil),  // 5: virtcon.director.v1.RevokeTokenRequest
-	(*RevokeTokenResponse)(nil), // 6: virtcon.director.v1.RevokeTokenResponse
-	(*NodeInfo)(nil),            // 7: virtcon.director.v1.NodeInfo
-	(*NodeVM)(nil),              // 8: virtcon.director.v1.NodeVM
-	(*ListNodesRequest)(nil),    // 9: virtcon.director.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),   // 10: virtcon.director.v1.ListNodesResponse
-	(*GetNodeRequest)(nil),      // 11: virtcon.director.v1.GetNodeRequest
-	(*GetNodeResponse)(nil),     // 12: virtcon.director.v1.GetNodeResponse
-	(*RevokeNodeRequest)(nil),   // 13: virtcon.director.v1.RevokeNodeRequest
-	(*RevokeNodeResponse)(nil),  // 14: virtcon.director.v1.RevokeNodeResponse
-	(*ForgetNodeRequest)(nil),   // 15: virtcon.director.v1.ForgetNodeRequest
-	(*ForgetNodeResponse)(nil),  // 16: virtcon.director.v1.ForgetNodeResponse
-	(*AuditEntry)(nil),          // 17: virtcon.director.v1.AuditEntry
-	(*ListAuditRequest)(nil),    // 18: virtcon.director.v1.ListAuditRequest
-	(*ListAuditResponse)(nil),   // 19: virtcon.director.v1.ListAuditResponse
-	(*FollowAuditRequest)(nil),  // 20: virtcon.director.v1.FollowAuditRequest
-	(*HostFacts)(nil),           // 21: virtcon.director.v1.HostFacts
-	(*Capability)(nil),          // 22: virtcon.director.v1.Capability
-	(*HostReport)(nil),          // 23: virtcon.director.v1.HostReport
+	(*CreateTokenRequest)(nil),   // 0: virtcon.director.v1.CreateTokenRequest
+	(*CreateTokenResponse)(nil),  // 1: virtcon.director.v1.CreateTokenResponse
+	(*TokenInfo)(nil),            // 2: virtcon.director.v1.TokenInfo
+	(*ListTokensRequest)(nil),    // 3: virtcon.director.v1.ListTokensRequest
+	(*ListTokensResponse)(nil),   // 4: virtcon.director.v1.ListTokensResponse
+	(*RevokeTokenRequest)(nil),   // 5: virtcon.director.v1.RevokeTokenRequest
+	(*RevokeTokenResponse)(nil),  // 6: virtcon.director.v1.RevokeTokenResponse
+	(*NodeInfo)(nil),             // 7: virtcon.director.v1.NodeInfo
+	(*NodeVM)(nil),               // 8: virtcon.director.v1.NodeVM
+	(*ListNodesRequest)(nil),     // 9: virtcon.director.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),    // 10: virtcon.director.v1.ListNodesResponse
+	(*GetNodeRequest)(nil),       // 11: virtcon.director.v1.GetNodeRequest
+	(*GetNodeResponse)(nil),      // 12: virtcon.director.v1.GetNodeResponse
+	(*RevokeNodeRequest)(nil),    // 13: virtcon.director.v1.RevokeNodeRequest
+	(*RevokeNodeResponse)(nil),   // 14: virtcon.director.v1.RevokeNodeResponse
+	(*ForgetNodeRequest)(nil),    // 15: virtcon.director.v1.ForgetNodeRequest
+	(*ForgetNodeResponse)(nil),   // 16: virtcon.director.v1.ForgetNodeResponse
+	(*AuditEntry)(nil),           // 17: virtcon.director.v1.AuditEntry
+	(*ListAuditRequest)(nil),     // 18: virtcon.director.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),    // 19: virtcon.director.v1.ListAuditResponse
+	(*FollowAuditRequest)(nil),   // 20: virtcon.director.v1.FollowAuditRequest
+	(*CreateTaskRequest)(nil),    // 21: virtcon.director.v1.CreateTaskRequest
+	(*CreateTaskResponse)(nil),   // 22: virtcon.director.v1.CreateTaskResponse
+	(*TaskInfo)(nil),             // 23: virtcon.director.v1.TaskInfo
+	(*ListTasksRequest)(nil),     // 24: virtcon.director.v1.ListTasksRequest
+	(*ListTasksResponse)(nil),    // 25: virtcon.director.v1.ListTasksResponse
+	(*GetTaskRequest)(nil),       // 26: virtcon.director.v1.GetTaskRequest
+	(*GetTaskResponse)(nil),      // 27: virtcon.director.v1.GetTaskResponse
+	(*CancelTaskRequest)(nil),    // 28: virtcon.director.v1.CancelTaskRequest
+	(*CancelTaskResponse)(nil),   // 29: virtcon.director.v1.CancelTaskResponse
+	(*WatchTaskRequest)(nil),     // 30: virtcon.director.v1.WatchTaskRequest
+	(*GetTaskDataRequest)(nil),   // 31: virtcon.director.v1.GetTaskDataRequest
+	(*TaskDataChunk)(nil),        // 32: virtcon.director.v1.TaskDataChunk
+	(*ListVMsRequest)(nil),       // 33: virtcon.director.v1.ListVMsRequest
+	(*ListVMsResponse)(nil),      // 34: virtcon.director.v1.ListVMsResponse
+	(*ResyncNodeRequest)(nil),    // 35: virtcon.director.v1.ResyncNodeRequest
+	(*ResyncNodeResponse)(nil),   // 36: virtcon.director.v1.ResyncNodeResponse
+	(*ReplicaInfo)(nil),          // 37: virtcon.director.v1.ReplicaInfo
+	(*ListReplicasRequest)(nil),  // 38: virtcon.director.v1.ListReplicasRequest
+	(*ListReplicasResponse)(nil), // 39: virtcon.director.v1.ListReplicasResponse
+	(*HostFacts)(nil),            // 40: virtcon.director.v1.HostFacts
+	(*Capability)(nil),           // 41: virtcon.director.v1.Capability
+	(*HostReport)(nil),           // 42: virtcon.director.v1.HostReport
+	(*Task)(nil),                 // 43: virtcon.director.v1.Task
+	(TaskPhase)(0),               // 44: virtcon.director.v1.TaskPhase
+	(*Progress)(nil),             // 45: virtcon.director.v1.Progress
+	(*TaskFailure)(nil),          // 46: virtcon.director.v1.TaskFailure
+	(*TaskResult)(nil),           // 47: virtcon.director.v1.TaskResult
 }
 var file_virtcon_director_v1_admin_proto_depIdxs = []int32{
 	2,  // 0: virtcon.director.v1.ListTokensResponse.tokens:type_name -> virtcon.director.v1.TokenInfo
 	2,  // 1: virtcon.director.v1.RevokeTokenResponse.token:type_name -> virtcon.director.v1.TokenInfo
 	7,  // 2: virtcon.director.v1.ListNodesResponse.nodes:type_name -> virtcon.director.v1.NodeInfo
 	7,  // 3: virtcon.director.v1.GetNodeResponse.node:type_name -> virtcon.director.v1.NodeInfo
-	21, // 4: virtcon.director.v1.GetNodeResponse.host:type_name -> virtcon.director.v1.HostFacts
-	22, // 5: virtcon.director.v1.GetNodeResponse.capabilities:type_name -> virtcon.director.v1.Capability
-	23, // 6: virtcon.director.v1.GetNodeResponse.last_report:type_name -> virtcon.director.v1.HostReport
+	40, // 4: virtcon.director.v1.GetNodeResponse.host:type_name -> virtcon.director.v1.HostFacts
+	41, // 5: virtcon.director.v1.GetNodeResponse.capabilities:type_name -> virtcon.director.v1.Capability
+	42, // 6: virtcon.director.v1.GetNodeResponse.last_report:type_name -> virtcon.director.v1.HostReport
 	8,  // 7: virtcon.director.v1.GetNodeResponse.vms:type_name -> virtcon.director.v1.NodeVM
 	7,  // 8: virtcon.director.v1.RevokeNodeResponse.node:type_name -> virtcon.director.v1.NodeInfo
 	17, // 9: virtcon.director.v1.ListAuditResponse.entries:type_name -> virtcon.director.v1.AuditEntry
-	0,  // 10: virtcon.director.v1.AdminService.CreateToken:input_type -> virtcon.director.v1.CreateTokenRequest
-	3,  // 11: virtcon.director.v1.AdminService.ListTokens:input_type -> virtcon.director.v1.ListTokensRequest
-	5,  // 12: virtcon.director.v1.AdminService.RevokeToken:input_type -> virtcon.director.v1.RevokeTokenRequest
-	9,  // 13: virtcon.director.v1.AdminService.ListNodes:input_type -> virtcon.director.v1.ListNodesRequest
-	11, // 14: virtcon.director.v1.AdminService.GetNode:input_type -> virtcon.director.v1.GetNodeRequest
-	13, // 15: virtcon.director.v1.AdminService.RevokeNode:input_type -> virtcon.director.v1.RevokeNodeRequest
-	15, // 16: virtcon.director.v1.AdminService.ForgetNode:input_type -> virtcon.director.v1.ForgetNodeRequest
-	18, // 17: virtcon.director.v1.AdminService.ListAudit:input_type -> virtcon.director.v1.ListAuditRequest
-	20, // 18: virtcon.director.v1.AdminService.FollowAudit:input_type -> virtcon.director.v1.FollowAuditRequest
-	1,  // 19: virtcon.director.v1.AdminService.CreateToken:output_type -> virtcon.director.v1.CreateTokenResponse
-	4,  // 20: virtcon.director.v1.AdminService.ListTokens:output_type -> virtcon.director.v1.ListTokensResponse
-	6,  // 21: virtcon.director.v1.AdminService.RevokeToken:output_type -> virtcon.director.v1.RevokeTokenResponse
-	10, // 22: virtcon.director.v1.AdminService.ListNodes:output_type -> virtcon.director.v1.ListNodesResponse
-	12, // 23: virtcon.director.v1.AdminService.GetNode:output_type -> virtcon.director.v1.GetNodeResponse
-	14, // 24: virtcon.director.v1.AdminService.RevokeNode:output_type -> virtcon.director.v1.RevokeNodeResponse
-	16, // 25: virtcon.director.v1.AdminService.ForgetNode:output_type -> virtcon.director.v1.ForgetNodeResponse
-	19, // 26: virtcon.director.v1.AdminService.ListAudit:output_type -> virtcon.director.v1.ListAuditResponse
-	17, // 27: virtcon.director.v1.AdminService.FollowAudit:output_type -> virtcon.director.v1.AuditEntry
-	19, // [19:28] is the sub-list for method output_type
-	10, // [10:19] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	43, // 10: virtcon.director.v1.CreateTaskRequest.task:type_name -> virtcon.director.v1.Task
+	23, // 11: virtcon.director.v1.CreateTaskResponse.task:type_name -> virtcon.director.v1.TaskInfo
+	44, // 12: virtcon.director.v1.TaskInfo.phase:type_name -> virtcon.director.v1.TaskPhase
+	45, // 13: virtcon.director.v1.TaskInfo.progress:type_name -> virtcon.director.v1.Progress
+	46, // 14: virtcon.director.v1.TaskInfo.failure:type_name -> virtcon.director.v1.TaskFailure
+	47, // 15: virtcon.director.v1.TaskInfo.result:type_name -> virtcon.director.v1.TaskResult
+	44, // 16: virtcon.director.v1.ListTasksRequest.phases:type_name -> virtcon.director.v1.TaskPhase
+	23, // 17: virtcon.director.v1.ListTasksResponse.tasks:type_name -> virtcon.director.v1.TaskInfo
+	23, // 18: virtcon.director.v1.GetTaskResponse.task:type_name -> virtcon.director.v1.TaskInfo
+	23, // 19: virtcon.director.v1.CancelTaskResponse.task:type_name -> virtcon.director.v1.TaskInfo
+	8,  // 20: virtcon.director.v1.ListVMsResponse.vms:type_name -> virtcon.director.v1.NodeVM
+	37, // 21: virtcon.director.v1.ListReplicasResponse.replicas:type_name -> virtcon.director.v1.ReplicaInfo
+	0,  // 22: virtcon.director.v1.AdminService.CreateToken:input_type -> virtcon.director.v1.CreateTokenRequest
+	3,  // 23: virtcon.director.v1.AdminService.ListTokens:input_type -> virtcon.director.v1.ListTokensRequest
+	5,  // 24: virtcon.director.v1.AdminService.RevokeToken:input_type -> virtcon.director.v1.RevokeTokenRequest
+	9,  // 25: virtcon.director.v1.AdminService.ListNodes:input_type -> virtcon.director.v1.ListNodesRequest
+	11, // 26: virtcon.director.v1.AdminService.GetNode:input_type -> virtcon.director.v1.GetNodeRequest
+	13, // 27: virtcon.director.v1.AdminService.RevokeNode:input_type -> virtcon.director.v1.RevokeNodeRequest
+	15, // 28: virtcon.director.v1.AdminService.ForgetNode:input_type -> virtcon.director.v1.ForgetNodeRequest
+	18, // 29: virtcon.director.v1.AdminService.ListAudit:input_type -> virtcon.director.v1.ListAuditRequest
+	20, // 30: virtcon.director.v1.AdminService.FollowAudit:input_type -> virtcon.director.v1.FollowAuditRequest
+	21, // 31: virtcon.director.v1.AdminService.CreateTask:input_type -> virtcon.director.v1.CreateTaskRequest
+	24, // 32: virtcon.director.v1.AdminService.ListTasks:input_type -> virtcon.director.v1.ListTasksRequest
+	26, // 33: virtcon.director.v1.AdminService.GetTask:input_type -> virtcon.director.v1.GetTaskRequest
+	28, // 34: virtcon.director.v1.AdminService.CancelTask:input_type -> virtcon.director.v1.CancelTaskRequest
+	30, // 35: virtcon.director.v1.AdminService.WatchTask:input_type -> virtcon.director.v1.WatchTaskRequest
+	31, // 36: virtcon.director.v1.AdminService.GetTaskData:input_type -> virtcon.director.v1.GetTaskDataRequest
+	33, // 37: virtcon.director.v1.AdminService.ListVMs:input_type -> virtcon.director.v1.ListVMsRequest
+	35, // 38: virtcon.director.v1.AdminService.ResyncNode:input_type -> virtcon.director.v1.ResyncNodeRequest
+	38, // 39: virtcon.director.v1.AdminService.ListReplicas:input_type -> virtcon.director.v1.ListReplicasRequest
+	1,  // 40: virtcon.director.v1.AdminService.CreateToken:output_type -> virtcon.director.v1.CreateTokenResponse
+	4,  // 41: virtcon.director.v1.AdminService.ListTokens:output_type -> virtcon.director.v1.ListTokensResponse
+	6,  // 42: virtcon.director.v1.AdminService.RevokeToken:output_type -> virtcon.director.v1.RevokeTokenResponse
+	10, // 43: virtcon.director.v1.AdminService.ListNodes:output_type -> virtcon.director.v1.ListNodesResponse
+	12, // 44: virtcon.director.v1.AdminService.GetNode:output_type -> virtcon.director.v1.GetNodeResponse
+	14, // 45: virtcon.director.v1.AdminService.RevokeNode:output_type -> virtcon.director.v1.RevokeNodeResponse
+	16, // 46: virtcon.director.v1.AdminService.ForgetNode:output_type -> virtcon.director.v1.ForgetNodeResponse
+	19, // 47: virtcon.director.v1.AdminService.ListAudit:output_type -> virtcon.director.v1.ListAuditResponse
+	17, // 48: virtcon.director.v1.AdminService.FollowAudit:output_type -> virtcon.director.v1.AuditEntry
+	22, // 49: virtcon.director.v1.AdminService.CreateTask:output_type -> virtcon.director.v1.CreateTaskResponse
+	25, // 50: virtcon.director.v1.AdminService.ListTasks:output_type -> virtcon.director.v1.ListTasksResponse
+	27, // 51: virtcon.director.v1.AdminService.GetTask:output_type -> virtcon.director.v1.GetTaskResponse
+	29, // 52: virtcon.director.v1.AdminService.CancelTask:output_type -> virtcon.director.v1.CancelTaskResponse
+	23, // 53: virtcon.director.v1.AdminService.WatchTask:output_type -> virtcon.director.v1.TaskInfo
+	32, // 54: virtcon.director.v1.AdminService.GetTaskData:output_type -> virtcon.director.v1.TaskDataChunk
+	34, // 55: virtcon.director.v1.AdminService.ListVMs:output_type -> virtcon.director.v1.ListVMsResponse
+	36, // 56: virtcon.director.v1.AdminService.ResyncNode:output_type -> virtcon.director.v1.ResyncNodeResponse
+	39, // 57: virtcon.director.v1.AdminService.ListReplicas:output_type -> virtcon.director.v1.ListReplicasResponse
+	40, // [40:58] is the sub-list for method output_type
+	22, // [22:40] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_virtcon_director_v1_admin_proto_init() }
@@ -1485,13 +2804,14 @@ func file_virtcon_director_v1_admin_proto_init() {
 	}
 	file_virtcon_director_v1_common_proto_init()
 	file_virtcon_director_v1_agent_proto_init()
+	file_virtcon_director_v1_task_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_virtcon_director_v1_admin_proto_rawDesc), len(file_virtcon_director_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

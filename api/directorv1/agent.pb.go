@@ -33,6 +33,10 @@ type SessionRequest struct {
 	//	*SessionRequest_Heartbeat
 	//	*SessionRequest_HostReport
 	//	*SessionRequest_Goodbye
+	//	*SessionRequest_TaskStatus
+	//	*SessionRequest_Inventory
+	//	*SessionRequest_InventoryDelta
+	//	*SessionRequest_TaskData
 	Msg           isSessionRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -111,6 +115,42 @@ func (x *SessionRequest) GetGoodbye() *Goodbye {
 	return nil
 }
 
+func (x *SessionRequest) GetTaskStatus() *TaskStatus {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_TaskStatus); ok {
+			return x.TaskStatus
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetInventory() *Inventory {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_Inventory); ok {
+			return x.Inventory
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetInventoryDelta() *InventoryDelta {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_InventoryDelta); ok {
+			return x.InventoryDelta
+		}
+	}
+	return nil
+}
+
+func (x *SessionRequest) GetTaskData() *TaskData {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionRequest_TaskData); ok {
+			return x.TaskData
+		}
+	}
+	return nil
+}
+
 type isSessionRequest_Msg interface {
 	isSessionRequest_Msg()
 }
@@ -131,6 +171,22 @@ type SessionRequest_Goodbye struct {
 	Goodbye *Goodbye `protobuf:"bytes,4,opt,name=goodbye,proto3,oneof"`
 }
 
+type SessionRequest_TaskStatus struct {
+	TaskStatus *TaskStatus `protobuf:"bytes,10,opt,name=task_status,json=taskStatus,proto3,oneof"`
+}
+
+type SessionRequest_Inventory struct {
+	Inventory *Inventory `protobuf:"bytes,11,opt,name=inventory,proto3,oneof"`
+}
+
+type SessionRequest_InventoryDelta struct {
+	InventoryDelta *InventoryDelta `protobuf:"bytes,12,opt,name=inventory_delta,json=inventoryDelta,proto3,oneof"`
+}
+
+type SessionRequest_TaskData struct {
+	TaskData *TaskData `protobuf:"bytes,13,opt,name=task_data,json=taskData,proto3,oneof"`
+}
+
 func (*SessionRequest_Register) isSessionRequest_Msg() {}
 
 func (*SessionRequest_Heartbeat) isSessionRequest_Msg() {}
@@ -138,6 +194,14 @@ func (*SessionRequest_Heartbeat) isSessionRequest_Msg() {}
 func (*SessionRequest_HostReport) isSessionRequest_Msg() {}
 
 func (*SessionRequest_Goodbye) isSessionRequest_Msg() {}
+
+func (*SessionRequest_TaskStatus) isSessionRequest_Msg() {}
+
+func (*SessionRequest_Inventory) isSessionRequest_Msg() {}
+
+func (*SessionRequest_InventoryDelta) isSessionRequest_Msg() {}
+
+func (*SessionRequest_TaskData) isSessionRequest_Msg() {}
 
 type SessionResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -147,6 +211,11 @@ type SessionResponse struct {
 	//	*SessionResponse_HeartbeatAck
 	//	*SessionResponse_Revoked
 	//	*SessionResponse_Goodbye
+	//	*SessionResponse_Task
+	//	*SessionResponse_CancelTask
+	//	*SessionResponse_Resync
+	//	*SessionResponse_Directors
+	//	*SessionResponse_TaskDataAck
 	Msg           isSessionResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -225,6 +294,51 @@ func (x *SessionResponse) GetGoodbye() *Goodbye {
 	return nil
 }
 
+func (x *SessionResponse) GetTask() *Task {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_Task); ok {
+			return x.Task
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetCancelTask() *CancelTask {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_CancelTask); ok {
+			return x.CancelTask
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetResync() *Resync {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_Resync); ok {
+			return x.Resync
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetDirectors() *Directors {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_Directors); ok {
+			return x.Directors
+		}
+	}
+	return nil
+}
+
+func (x *SessionResponse) GetTaskDataAck() *TaskDataAck {
+	if x != nil {
+		if x, ok := x.Msg.(*SessionResponse_TaskDataAck); ok {
+			return x.TaskDataAck
+		}
+	}
+	return nil
+}
+
 type isSessionResponse_Msg interface {
 	isSessionResponse_Msg()
 }
@@ -245,6 +359,26 @@ type SessionResponse_Goodbye struct {
 	Goodbye *Goodbye `protobuf:"bytes,4,opt,name=goodbye,proto3,oneof"`
 }
 
+type SessionResponse_Task struct {
+	Task *Task `protobuf:"bytes,10,opt,name=task,proto3,oneof"`
+}
+
+type SessionResponse_CancelTask struct {
+	CancelTask *CancelTask `protobuf:"bytes,11,opt,name=cancel_task,json=cancelTask,proto3,oneof"`
+}
+
+type SessionResponse_Resync struct {
+	Resync *Resync `protobuf:"bytes,12,opt,name=resync,proto3,oneof"`
+}
+
+type SessionResponse_Directors struct {
+	Directors *Directors `protobuf:"bytes,13,opt,name=directors,proto3,oneof"`
+}
+
+type SessionResponse_TaskDataAck struct {
+	TaskDataAck *TaskDataAck `protobuf:"bytes,14,opt,name=task_data_ack,json=taskDataAck,proto3,oneof"`
+}
+
 func (*SessionResponse_Registered) isSessionResponse_Msg() {}
 
 func (*SessionResponse_HeartbeatAck) isSessionResponse_Msg() {}
@@ -253,13 +387,26 @@ func (*SessionResponse_Revoked) isSessionResponse_Msg() {}
 
 func (*SessionResponse_Goodbye) isSessionResponse_Msg() {}
 
+func (*SessionResponse_Task) isSessionResponse_Msg() {}
+
+func (*SessionResponse_CancelTask) isSessionResponse_Msg() {}
+
+func (*SessionResponse_Resync) isSessionResponse_Msg() {}
+
+func (*SessionResponse_Directors) isSessionResponse_Msg() {}
+
+func (*SessionResponse_TaskDataAck) isSessionResponse_Msg() {}
+
 // Register is the first message of a session.
 type Register struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// node_id must be the one in the client certificate.
-	NodeId        string        `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Host          *HostFacts    `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
-	Capabilities  []*Capability `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	NodeId       string        `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Host         *HostFacts    `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Capabilities []*Capability `protobuf:"bytes,3,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
+	// task_kinds are the task kinds this agent runs, as the CLI spells
+	// them (create-vm, start-vm, ...); empty: an agent without tasks.
+	TaskKinds     []string `protobuf:"bytes,4,rep,name=task_kinds,json=taskKinds,proto3" json:"task_kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -315,6 +462,13 @@ func (x *Register) GetCapabilities() []*Capability {
 	return nil
 }
 
+func (x *Register) GetTaskKinds() []string {
+	if x != nil {
+		return x.TaskKinds
+	}
+	return nil
+}
+
 type Registered struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
@@ -322,8 +476,12 @@ type Registered struct {
 	HeartbeatIntervalMs int64  `protobuf:"varint,2,opt,name=heartbeat_interval_ms,json=heartbeatIntervalMs,proto3" json:"heartbeat_interval_ms,omitempty"`
 	ReportIntervalMs    int64  `protobuf:"varint,3,opt,name=report_interval_ms,json=reportIntervalMs,proto3" json:"report_interval_ms,omitempty"`
 	DirectorVersion     string `protobuf:"bytes,4,opt,name=director_version,json=directorVersion,proto3" json:"director_version,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// replica_id names the director replica holding the session.
+	ReplicaId string `protobuf:"bytes,5,opt,name=replica_id,json=replicaId,proto3" json:"replica_id,omitempty"`
+	// directors are the live replicas' addresses, this one first.
+	Directors     []string `protobuf:"bytes,6,rep,name=directors,proto3" json:"directors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Registered) Reset() {
@@ -382,6 +540,20 @@ func (x *Registered) GetDirectorVersion() string {
 		return x.DirectorVersion
 	}
 	return ""
+}
+
+func (x *Registered) GetReplicaId() string {
+	if x != nil {
+		return x.ReplicaId
+	}
+	return ""
+}
+
+func (x *Registered) GetDirectors() []string {
+	if x != nil {
+		return x.Directors
+	}
+	return nil
 }
 
 // Heartbeat carries no agent time: liveness is judged on the director's
@@ -1079,34 +1251,50 @@ var File_virtcon_director_v1_agent_proto protoreflect.FileDescriptor
 
 const file_virtcon_director_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x1fvirtcon/director/v1/agent.proto\x12\x13virtcon.director.v1\x1a virtcon/director/v1/common.proto\"\x98\x02\n" +
+	"\x1fvirtcon/director/v1/agent.proto\x12\x13virtcon.director.v1\x1a virtcon/director/v1/common.proto\x1a#virtcon/director/v1/inventory.proto\x1a\x1evirtcon/director/v1/task.proto\"\xaa\x04\n" +
 	"\x0eSessionRequest\x12;\n" +
 	"\bregister\x18\x01 \x01(\v2\x1d.virtcon.director.v1.RegisterH\x00R\bregister\x12>\n" +
 	"\theartbeat\x18\x02 \x01(\v2\x1e.virtcon.director.v1.HeartbeatH\x00R\theartbeat\x12B\n" +
 	"\vhost_report\x18\x03 \x01(\v2\x1f.virtcon.director.v1.HostReportH\x00R\n" +
 	"hostReport\x128\n" +
-	"\agoodbye\x18\x04 \x01(\v2\x1c.virtcon.director.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
-	"\x03msgJ\x04\b\n" +
-	"\x10\x14\"\x9f\x02\n" +
+	"\agoodbye\x18\x04 \x01(\v2\x1c.virtcon.director.v1.GoodbyeH\x00R\agoodbye\x12B\n" +
+	"\vtask_status\x18\n" +
+	" \x01(\v2\x1f.virtcon.director.v1.TaskStatusH\x00R\n" +
+	"taskStatus\x12>\n" +
+	"\tinventory\x18\v \x01(\v2\x1e.virtcon.director.v1.InventoryH\x00R\tinventory\x12N\n" +
+	"\x0finventory_delta\x18\f \x01(\v2#.virtcon.director.v1.InventoryDeltaH\x00R\x0einventoryDelta\x12<\n" +
+	"\ttask_data\x18\r \x01(\v2\x1d.virtcon.director.v1.TaskDataH\x00R\btaskDataB\x05\n" +
+	"\x03msgJ\x04\b\x0e\x10\x14\"\xd3\x04\n" +
 	"\x0fSessionResponse\x12A\n" +
 	"\n" +
 	"registered\x18\x01 \x01(\v2\x1f.virtcon.director.v1.RegisteredH\x00R\n" +
 	"registered\x12H\n" +
 	"\rheartbeat_ack\x18\x02 \x01(\v2!.virtcon.director.v1.HeartbeatAckH\x00R\fheartbeatAck\x128\n" +
 	"\arevoked\x18\x03 \x01(\v2\x1c.virtcon.director.v1.RevokedH\x00R\arevoked\x128\n" +
-	"\agoodbye\x18\x04 \x01(\v2\x1c.virtcon.director.v1.GoodbyeH\x00R\agoodbyeB\x05\n" +
-	"\x03msgJ\x04\b\n" +
-	"\x10\x14\"\x9c\x01\n" +
+	"\agoodbye\x18\x04 \x01(\v2\x1c.virtcon.director.v1.GoodbyeH\x00R\agoodbye\x12/\n" +
+	"\x04task\x18\n" +
+	" \x01(\v2\x19.virtcon.director.v1.TaskH\x00R\x04task\x12B\n" +
+	"\vcancel_task\x18\v \x01(\v2\x1f.virtcon.director.v1.CancelTaskH\x00R\n" +
+	"cancelTask\x125\n" +
+	"\x06resync\x18\f \x01(\v2\x1b.virtcon.director.v1.ResyncH\x00R\x06resync\x12>\n" +
+	"\tdirectors\x18\r \x01(\v2\x1e.virtcon.director.v1.DirectorsH\x00R\tdirectors\x12F\n" +
+	"\rtask_data_ack\x18\x0e \x01(\v2 .virtcon.director.v1.TaskDataAckH\x00R\vtaskDataAckB\x05\n" +
+	"\x03msgJ\x04\b\x0f\x10\x14\"\xbb\x01\n" +
 	"\bRegister\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x122\n" +
 	"\x04host\x18\x02 \x01(\v2\x1e.virtcon.director.v1.HostFactsR\x04host\x12C\n" +
-	"\fcapabilities\x18\x03 \x03(\v2\x1f.virtcon.director.v1.CapabilityR\fcapabilities\"\xb2\x01\n" +
+	"\fcapabilities\x18\x03 \x03(\v2\x1f.virtcon.director.v1.CapabilityR\fcapabilities\x12\x1d\n" +
+	"\n" +
+	"task_kinds\x18\x04 \x03(\tR\ttaskKinds\"\xef\x01\n" +
 	"\n" +
 	"Registered\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x122\n" +
 	"\x15heartbeat_interval_ms\x18\x02 \x01(\x03R\x13heartbeatIntervalMs\x12,\n" +
 	"\x12report_interval_ms\x18\x03 \x01(\x03R\x10reportIntervalMs\x12)\n" +
-	"\x10director_version\x18\x04 \x01(\tR\x0fdirectorVersion\"\x1d\n" +
+	"\x10director_version\x18\x04 \x01(\tR\x0fdirectorVersion\x12\x1d\n" +
+	"\n" +
+	"replica_id\x18\x05 \x01(\tR\treplicaId\x12\x1c\n" +
+	"\tdirectors\x18\x06 \x03(\tR\tdirectors\"\x1d\n" +
 	"\tHeartbeat\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\" \n" +
 	"\fHeartbeatAck\x12\x10\n" +
@@ -1189,34 +1377,52 @@ var file_virtcon_director_v1_agent_proto_goTypes = []any{
 	(*RenewCertificateResponse)(nil), // 13: virtcon.director.v1.RenewCertificateResponse
 	(*LeaveRequest)(nil),             // 14: virtcon.director.v1.LeaveRequest
 	(*LeaveResponse)(nil),            // 15: virtcon.director.v1.LeaveResponse
-	(*HostFacts)(nil),                // 16: virtcon.director.v1.HostFacts
-	(*Capability)(nil),               // 17: virtcon.director.v1.Capability
+	(*TaskStatus)(nil),               // 16: virtcon.director.v1.TaskStatus
+	(*Inventory)(nil),                // 17: virtcon.director.v1.Inventory
+	(*InventoryDelta)(nil),           // 18: virtcon.director.v1.InventoryDelta
+	(*TaskData)(nil),                 // 19: virtcon.director.v1.TaskData
+	(*Task)(nil),                     // 20: virtcon.director.v1.Task
+	(*CancelTask)(nil),               // 21: virtcon.director.v1.CancelTask
+	(*Resync)(nil),                   // 22: virtcon.director.v1.Resync
+	(*Directors)(nil),                // 23: virtcon.director.v1.Directors
+	(*TaskDataAck)(nil),              // 24: virtcon.director.v1.TaskDataAck
+	(*HostFacts)(nil),                // 25: virtcon.director.v1.HostFacts
+	(*Capability)(nil),               // 26: virtcon.director.v1.Capability
 }
 var file_virtcon_director_v1_agent_proto_depIdxs = []int32{
 	2,  // 0: virtcon.director.v1.SessionRequest.register:type_name -> virtcon.director.v1.Register
 	4,  // 1: virtcon.director.v1.SessionRequest.heartbeat:type_name -> virtcon.director.v1.Heartbeat
 	6,  // 2: virtcon.director.v1.SessionRequest.host_report:type_name -> virtcon.director.v1.HostReport
 	11, // 3: virtcon.director.v1.SessionRequest.goodbye:type_name -> virtcon.director.v1.Goodbye
-	3,  // 4: virtcon.director.v1.SessionResponse.registered:type_name -> virtcon.director.v1.Registered
-	5,  // 5: virtcon.director.v1.SessionResponse.heartbeat_ack:type_name -> virtcon.director.v1.HeartbeatAck
-	10, // 6: virtcon.director.v1.SessionResponse.revoked:type_name -> virtcon.director.v1.Revoked
-	11, // 7: virtcon.director.v1.SessionResponse.goodbye:type_name -> virtcon.director.v1.Goodbye
-	16, // 8: virtcon.director.v1.Register.host:type_name -> virtcon.director.v1.HostFacts
-	17, // 9: virtcon.director.v1.Register.capabilities:type_name -> virtcon.director.v1.Capability
-	7,  // 10: virtcon.director.v1.HostReport.vm_counts:type_name -> virtcon.director.v1.VMCounts
-	8,  // 11: virtcon.director.v1.HostReport.vms:type_name -> virtcon.director.v1.VMSummary
-	9,  // 12: virtcon.director.v1.HostReport.worst_check:type_name -> virtcon.director.v1.CheckSummary
-	0,  // 13: virtcon.director.v1.AgentService.Session:input_type -> virtcon.director.v1.SessionRequest
-	12, // 14: virtcon.director.v1.AgentService.RenewCertificate:input_type -> virtcon.director.v1.RenewCertificateRequest
-	14, // 15: virtcon.director.v1.AgentService.Leave:input_type -> virtcon.director.v1.LeaveRequest
-	1,  // 16: virtcon.director.v1.AgentService.Session:output_type -> virtcon.director.v1.SessionResponse
-	13, // 17: virtcon.director.v1.AgentService.RenewCertificate:output_type -> virtcon.director.v1.RenewCertificateResponse
-	15, // 18: virtcon.director.v1.AgentService.Leave:output_type -> virtcon.director.v1.LeaveResponse
-	16, // [16:19] is the sub-list for method output_type
-	13, // [13:16] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	16, // 4: virtcon.director.v1.SessionRequest.task_status:type_name -> virtcon.director.v1.TaskStatus
+	17, // 5: virtcon.director.v1.SessionRequest.inventory:type_name -> virtcon.director.v1.Inventory
+	18, // 6: virtcon.director.v1.SessionRequest.inventory_delta:type_name -> virtcon.director.v1.InventoryDelta
+	19, // 7: virtcon.director.v1.SessionRequest.task_data:type_name -> virtcon.director.v1.TaskData
+	3,  // 8: virtcon.director.v1.SessionResponse.registered:type_name -> virtcon.director.v1.Registered
+	5,  // 9: virtcon.director.v1.SessionResponse.heartbeat_ack:type_name -> virtcon.director.v1.HeartbeatAck
+	10, // 10: virtcon.director.v1.SessionResponse.revoked:type_name -> virtcon.director.v1.Revoked
+	11, // 11: virtcon.director.v1.SessionResponse.goodbye:type_name -> virtcon.director.v1.Goodbye
+	20, // 12: virtcon.director.v1.SessionResponse.task:type_name -> virtcon.director.v1.Task
+	21, // 13: virtcon.director.v1.SessionResponse.cancel_task:type_name -> virtcon.director.v1.CancelTask
+	22, // 14: virtcon.director.v1.SessionResponse.resync:type_name -> virtcon.director.v1.Resync
+	23, // 15: virtcon.director.v1.SessionResponse.directors:type_name -> virtcon.director.v1.Directors
+	24, // 16: virtcon.director.v1.SessionResponse.task_data_ack:type_name -> virtcon.director.v1.TaskDataAck
+	25, // 17: virtcon.director.v1.Register.host:type_name -> virtcon.director.v1.HostFacts
+	26, // 18: virtcon.director.v1.Register.capabilities:type_name -> virtcon.director.v1.Capability
+	7,  // 19: virtcon.director.v1.HostReport.vm_counts:type_name -> virtcon.director.v1.VMCounts
+	8,  // 20: virtcon.director.v1.HostReport.vms:type_name -> virtcon.director.v1.VMSummary
+	9,  // 21: virtcon.director.v1.HostReport.worst_check:type_name -> virtcon.director.v1.CheckSummary
+	0,  // 22: virtcon.director.v1.AgentService.Session:input_type -> virtcon.director.v1.SessionRequest
+	12, // 23: virtcon.director.v1.AgentService.RenewCertificate:input_type -> virtcon.director.v1.RenewCertificateRequest
+	14, // 24: virtcon.director.v1.AgentService.Leave:input_type -> virtcon.director.v1.LeaveRequest
+	1,  // 25: virtcon.director.v1.AgentService.Session:output_type -> virtcon.director.v1.SessionResponse
+	13, // 26: virtcon.director.v1.AgentService.RenewCertificate:output_type -> virtcon.director.v1.RenewCertificateResponse
+	15, // 27: virtcon.director.v1.AgentService.Leave:output_type -> virtcon.director.v1.LeaveResponse
+	25, // [25:28] is the sub-list for method output_type
+	22, // [22:25] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_virtcon_director_v1_agent_proto_init() }
@@ -1225,17 +1431,28 @@ func file_virtcon_director_v1_agent_proto_init() {
 		return
 	}
 	file_virtcon_director_v1_common_proto_init()
+	file_virtcon_director_v1_inventory_proto_init()
+	file_virtcon_director_v1_task_proto_init()
 	file_virtcon_director_v1_agent_proto_msgTypes[0].OneofWrappers = []any{
 		(*SessionRequest_Register)(nil),
 		(*SessionRequest_Heartbeat)(nil),
 		(*SessionRequest_HostReport)(nil),
 		(*SessionRequest_Goodbye)(nil),
+		(*SessionRequest_TaskStatus)(nil),
+		(*SessionRequest_Inventory)(nil),
+		(*SessionRequest_InventoryDelta)(nil),
+		(*SessionRequest_TaskData)(nil),
 	}
 	file_virtcon_director_v1_agent_proto_msgTypes[1].OneofWrappers = []any{
 		(*SessionResponse_Registered)(nil),
 		(*SessionResponse_HeartbeatAck)(nil),
 		(*SessionResponse_Revoked)(nil),
 		(*SessionResponse_Goodbye)(nil),
+		(*SessionResponse_Task)(nil),
+		(*SessionResponse_CancelTask)(nil),
+		(*SessionResponse_Resync)(nil),
+		(*SessionResponse_Directors)(nil),
+		(*SessionResponse_TaskDataAck)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

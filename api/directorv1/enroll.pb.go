@@ -103,8 +103,10 @@ type EnrollResponse struct {
 	// ca_chain_der is [intermediate, root].
 	CaChainDer         [][]byte `protobuf:"bytes,3,rep,name=ca_chain_der,json=caChainDer,proto3" json:"ca_chain_der,omitempty"`
 	CertNotAfterUnixMs int64    `protobuf:"varint,4,opt,name=cert_not_after_unix_ms,json=certNotAfterUnixMs,proto3" json:"cert_not_after_unix_ms,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// directors are the live replicas' addresses (host:port).
+	Directors     []string `protobuf:"bytes,5,rep,name=directors,proto3" json:"directors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *EnrollResponse) Reset() {
@@ -165,6 +167,13 @@ func (x *EnrollResponse) GetCertNotAfterUnixMs() int64 {
 	return 0
 }
 
+func (x *EnrollResponse) GetDirectors() []string {
+	if x != nil {
+		return x.Directors
+	}
+	return nil
+}
+
 var File_virtcon_director_v1_enroll_proto protoreflect.FileDescriptor
 
 const file_virtcon_director_v1_enroll_proto_rawDesc = "" +
@@ -174,13 +183,14 @@ const file_virtcon_director_v1_enroll_proto_rawDesc = "" +
 	"\x05token\x18\x01 \x01(\tR\x05token\x12\x17\n" +
 	"\acsr_der\x18\x02 \x01(\fR\x06csrDer\x122\n" +
 	"\x04host\x18\x03 \x01(\v2\x1e.virtcon.director.v1.HostFactsR\x04host\x12C\n" +
-	"\fcapabilities\x18\x04 \x03(\v2\x1f.virtcon.director.v1.CapabilityR\fcapabilities\"\x9a\x01\n" +
+	"\fcapabilities\x18\x04 \x03(\v2\x1f.virtcon.director.v1.CapabilityR\fcapabilities\"\xb8\x01\n" +
 	"\x0eEnrollResponse\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x19\n" +
 	"\bcert_der\x18\x02 \x01(\fR\acertDer\x12 \n" +
 	"\fca_chain_der\x18\x03 \x03(\fR\n" +
 	"caChainDer\x122\n" +
-	"\x16cert_not_after_unix_ms\x18\x04 \x01(\x03R\x12certNotAfterUnixMs2b\n" +
+	"\x16cert_not_after_unix_ms\x18\x04 \x01(\x03R\x12certNotAfterUnixMs\x12\x1c\n" +
+	"\tdirectors\x18\x05 \x03(\tR\tdirectors2b\n" +
 	"\rEnrollService\x12Q\n" +
 	"\x06Enroll\x12\".virtcon.director.v1.EnrollRequest\x1a#.virtcon.director.v1.EnrollResponseB6Z4github.com/virtcon/virtcon/api/directorv1;directorv1b\x06proto3"
 

@@ -57,6 +57,26 @@ const (
 	// AdminServiceFollowAuditProcedure is the fully-qualified name of the AdminService's FollowAudit
 	// RPC.
 	AdminServiceFollowAuditProcedure = "/virtcon.director.v1.AdminService/FollowAudit"
+	// AdminServiceCreateTaskProcedure is the fully-qualified name of the AdminService's CreateTask RPC.
+	AdminServiceCreateTaskProcedure = "/virtcon.director.v1.AdminService/CreateTask"
+	// AdminServiceListTasksProcedure is the fully-qualified name of the AdminService's ListTasks RPC.
+	AdminServiceListTasksProcedure = "/virtcon.director.v1.AdminService/ListTasks"
+	// AdminServiceGetTaskProcedure is the fully-qualified name of the AdminService's GetTask RPC.
+	AdminServiceGetTaskProcedure = "/virtcon.director.v1.AdminService/GetTask"
+	// AdminServiceCancelTaskProcedure is the fully-qualified name of the AdminService's CancelTask RPC.
+	AdminServiceCancelTaskProcedure = "/virtcon.director.v1.AdminService/CancelTask"
+	// AdminServiceWatchTaskProcedure is the fully-qualified name of the AdminService's WatchTask RPC.
+	AdminServiceWatchTaskProcedure = "/virtcon.director.v1.AdminService/WatchTask"
+	// AdminServiceGetTaskDataProcedure is the fully-qualified name of the AdminService's GetTaskData
+	// RPC.
+	AdminServiceGetTaskDataProcedure = "/virtcon.director.v1.AdminService/GetTaskData"
+	// AdminServiceListVMsProcedure is the fully-qualified name of the AdminService's ListVMs RPC.
+	AdminServiceListVMsProcedure = "/virtcon.director.v1.AdminService/ListVMs"
+	// AdminServiceResyncNodeProcedure is the fully-qualified name of the AdminService's ResyncNode RPC.
+	AdminServiceResyncNodeProcedure = "/virtcon.director.v1.AdminService/ResyncNode"
+	// AdminServiceListReplicasProcedure is the fully-qualified name of the AdminService's ListReplicas
+	// RPC.
+	AdminServiceListReplicasProcedure = "/virtcon.director.v1.AdminService/ListReplicas"
 )
 
 // AdminServiceClient is a client for the virtcon.director.v1.AdminService service.
@@ -76,6 +96,26 @@ type AdminServiceClient interface {
 	ListAudit(context.Context, *connect.Request[directorv1.ListAuditRequest]) (*connect.Response[directorv1.ListAuditResponse], error)
 	// FollowAudit streams new audit entries as they are written.
 	FollowAudit(context.Context, *connect.Request[directorv1.FollowAuditRequest]) (*connect.ServerStreamForClient[directorv1.AuditEntry], error)
+	// CreateTask stores a task for a node; the replica holding the node's
+	// session sends it. A request whose id is already stored for that
+	// node with the same task returns the stored one (a retry).
+	CreateTask(context.Context, *connect.Request[directorv1.CreateTaskRequest]) (*connect.Response[directorv1.CreateTaskResponse], error)
+	ListTasks(context.Context, *connect.Request[directorv1.ListTasksRequest]) (*connect.Response[directorv1.ListTasksResponse], error)
+	GetTask(context.Context, *connect.Request[directorv1.GetTaskRequest]) (*connect.Response[directorv1.GetTaskResponse], error)
+	// CancelTask asks for a task's cancellation: a pending task ends
+	// Cancelled at once, a running one when its agent says so.
+	CancelTask(context.Context, *connect.Request[directorv1.CancelTaskRequest]) (*connect.Response[directorv1.CancelTaskResponse], error)
+	// WatchTask streams a task's state at every change and ends after a
+	// terminal phase. It may be opened before the task exists.
+	WatchTask(context.Context, *connect.Request[directorv1.WatchTaskRequest]) (*connect.ServerStreamForClient[directorv1.TaskInfo], error)
+	// GetTaskData streams a task's bulk output (a diagnostics bundle).
+	GetTaskData(context.Context, *connect.Request[directorv1.GetTaskDataRequest]) (*connect.ServerStreamForClient[directorv1.TaskDataChunk], error)
+	// ListVMs lists the VMs the hosts last reported.
+	ListVMs(context.Context, *connect.Request[directorv1.ListVMsRequest]) (*connect.Response[directorv1.ListVMsResponse], error)
+	// ResyncNode asks a node (or every connected node) for a full
+	// inventory.
+	ResyncNode(context.Context, *connect.Request[directorv1.ResyncNodeRequest]) (*connect.Response[directorv1.ResyncNodeResponse], error)
+	ListReplicas(context.Context, *connect.Request[directorv1.ListReplicasRequest]) (*connect.Response[directorv1.ListReplicasResponse], error)
 }
 
 // NewAdminServiceClient constructs a client for the virtcon.director.v1.AdminService service. By
@@ -143,20 +183,83 @@ func NewAdminServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(adminServiceMethods.ByName("FollowAudit")),
 			connect.WithClientOptions(opts...),
 		),
+		createTask: connect.NewClient[directorv1.CreateTaskRequest, directorv1.CreateTaskResponse](
+			httpClient,
+			baseURL+AdminServiceCreateTaskProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CreateTask")),
+			connect.WithClientOptions(opts...),
+		),
+		listTasks: connect.NewClient[directorv1.ListTasksRequest, directorv1.ListTasksResponse](
+			httpClient,
+			baseURL+AdminServiceListTasksProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListTasks")),
+			connect.WithClientOptions(opts...),
+		),
+		getTask: connect.NewClient[directorv1.GetTaskRequest, directorv1.GetTaskResponse](
+			httpClient,
+			baseURL+AdminServiceGetTaskProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetTask")),
+			connect.WithClientOptions(opts...),
+		),
+		cancelTask: connect.NewClient[directorv1.CancelTaskRequest, directorv1.CancelTaskResponse](
+			httpClient,
+			baseURL+AdminServiceCancelTaskProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("CancelTask")),
+			connect.WithClientOptions(opts...),
+		),
+		watchTask: connect.NewClient[directorv1.WatchTaskRequest, directorv1.TaskInfo](
+			httpClient,
+			baseURL+AdminServiceWatchTaskProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("WatchTask")),
+			connect.WithClientOptions(opts...),
+		),
+		getTaskData: connect.NewClient[directorv1.GetTaskDataRequest, directorv1.TaskDataChunk](
+			httpClient,
+			baseURL+AdminServiceGetTaskDataProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("GetTaskData")),
+			connect.WithClientOptions(opts...),
+		),
+		listVMs: connect.NewClient[directorv1.ListVMsRequest, directorv1.ListVMsResponse](
+			httpClient,
+			baseURL+AdminServiceListVMsProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListVMs")),
+			connect.WithClientOptions(opts...),
+		),
+		resyncNode: connect.NewClient[directorv1.ResyncNodeRequest, directorv1.ResyncNodeResponse](
+			httpClient,
+			baseURL+AdminServiceResyncNodeProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ResyncNode")),
+			connect.WithClientOptions(opts...),
+		),
+		listReplicas: connect.NewClient[directorv1.ListReplicasRequest, directorv1.ListReplicasResponse](
+			httpClient,
+			baseURL+AdminServiceListReplicasProcedure,
+			connect.WithSchema(adminServiceMethods.ByName("ListReplicas")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // adminServiceClient implements AdminServiceClient.
 type adminServiceClient struct {
-	createToken *connect.Client[directorv1.CreateTokenRequest, directorv1.CreateTokenResponse]
-	listTokens  *connect.Client[directorv1.ListTokensRequest, directorv1.ListTokensResponse]
-	revokeToken *connect.Client[directorv1.RevokeTokenRequest, directorv1.RevokeTokenResponse]
-	listNodes   *connect.Client[directorv1.ListNodesRequest, directorv1.ListNodesResponse]
-	getNode     *connect.Client[directorv1.GetNodeRequest, directorv1.GetNodeResponse]
-	revokeNode  *connect.Client[directorv1.RevokeNodeRequest, directorv1.RevokeNodeResponse]
-	forgetNode  *connect.Client[directorv1.ForgetNodeRequest, directorv1.ForgetNodeResponse]
-	listAudit   *connect.Client[directorv1.ListAuditRequest, directorv1.ListAuditResponse]
-	followAudit *connect.Client[directorv1.FollowAuditRequest, directorv1.AuditEntry]
+	createToken  *connect.Client[directorv1.CreateTokenRequest, directorv1.CreateTokenResponse]
+	listTokens   *connect.Client[directorv1.ListTokensRequest, directorv1.ListTokensResponse]
+	revokeToken  *connect.Client[directorv1.RevokeTokenRequest, directorv1.RevokeTokenResponse]
+	listNodes    *connect.Client[directorv1.ListNodesRequest, directorv1.ListNodesResponse]
+	getNode      *connect.Client[directorv1.GetNodeRequest, directorv1.GetNodeResponse]
+	revokeNode   *connect.Client[directorv1.RevokeNodeRequest, directorv1.RevokeNodeResponse]
+	forgetNode   *connect.Client[directorv1.ForgetNodeRequest, directorv1.ForgetNodeResponse]
+	listAudit    *connect.Client[directorv1.ListAuditRequest, directorv1.ListAuditResponse]
+	followAudit  *connect.Client[directorv1.FollowAuditRequest, directorv1.AuditEntry]
+	createTask   *connect.Client[directorv1.CreateTaskRequest, directorv1.CreateTaskResponse]
+	listTasks    *connect.Client[directorv1.ListTasksRequest, directorv1.ListTasksResponse]
+	getTask      *connect.Client[directorv1.GetTaskRequest, directorv1.GetTaskResponse]
+	cancelTask   *connect.Client[directorv1.CancelTaskRequest, directorv1.CancelTaskResponse]
+	watchTask    *connect.Client[directorv1.WatchTaskRequest, directorv1.TaskInfo]
+	getTaskData  *connect.Client[directorv1.GetTaskDataRequest, directorv1.TaskDataChunk]
+	listVMs      *connect.Client[directorv1.ListVMsRequest, directorv1.ListVMsResponse]
+	resyncNode   *connect.Client[directorv1.ResyncNodeRequest, directorv1.ResyncNodeResponse]
+	listReplicas *connect.Client[directorv1.ListReplicasRequest, directorv1.ListReplicasResponse]
 }
 
 // CreateToken calls virtcon.director.v1.AdminService.CreateToken.
@@ -204,6 +307,51 @@ func (c *adminServiceClient) FollowAudit(ctx context.Context, req *connect.Reque
 	return c.followAudit.CallServerStream(ctx, req)
 }
 
+// CreateTask calls virtcon.director.v1.AdminService.CreateTask.
+func (c *adminServiceClient) CreateTask(ctx context.Context, req *connect.Request[directorv1.CreateTaskRequest]) (*connect.Response[directorv1.CreateTaskResponse], error) {
+	return c.createTask.CallUnary(ctx, req)
+}
+
+// ListTasks calls virtcon.director.v1.AdminService.ListTasks.
+func (c *adminServiceClient) ListTasks(ctx context.Context, req *connect.Request[directorv1.ListTasksRequest]) (*connect.Response[directorv1.ListTasksResponse], error) {
+	return c.listTasks.CallUnary(ctx, req)
+}
+
+// GetTask calls virtcon.director.v1.AdminService.GetTask.
+func (c *adminServiceClient) GetTask(ctx context.Context, req *connect.Request[directorv1.GetTaskRequest]) (*connect.Response[directorv1.GetTaskResponse], error) {
+	return c.getTask.CallUnary(ctx, req)
+}
+
+// CancelTask calls virtcon.director.v1.AdminService.CancelTask.
+func (c *adminServiceClient) CancelTask(ctx context.Context, req *connect.Request[directorv1.CancelTaskRequest]) (*connect.Response[directorv1.CancelTaskResponse], error) {
+	return c.cancelTask.CallUnary(ctx, req)
+}
+
+// WatchTask calls virtcon.director.v1.AdminService.WatchTask.
+func (c *adminServiceClient) WatchTask(ctx context.Context, req *connect.Request[directorv1.WatchTaskRequest]) (*connect.ServerStreamForClient[directorv1.TaskInfo], error) {
+	return c.watchTask.CallServerStream(ctx, req)
+}
+
+// GetTaskData calls virtcon.director.v1.AdminService.GetTaskData.
+func (c *adminServiceClient) GetTaskData(ctx context.Context, req *connect.Request[directorv1.GetTaskDataRequest]) (*connect.ServerStreamForClient[directorv1.TaskDataChunk], error) {
+	return c.getTaskData.CallServerStream(ctx, req)
+}
+
+// ListVMs calls virtcon.director.v1.AdminService.ListVMs.
+func (c *adminServiceClient) ListVMs(ctx context.Context, req *connect.Request[directorv1.ListVMsRequest]) (*connect.Response[directorv1.ListVMsResponse], error) {
+	return c.listVMs.CallUnary(ctx, req)
+}
+
+// ResyncNode calls virtcon.director.v1.AdminService.ResyncNode.
+func (c *adminServiceClient) ResyncNode(ctx context.Context, req *connect.Request[directorv1.ResyncNodeRequest]) (*connect.Response[directorv1.ResyncNodeResponse], error) {
+	return c.resyncNode.CallUnary(ctx, req)
+}
+
+// ListReplicas calls virtcon.director.v1.AdminService.ListReplicas.
+func (c *adminServiceClient) ListReplicas(ctx context.Context, req *connect.Request[directorv1.ListReplicasRequest]) (*connect.Response[directorv1.ListReplicasResponse], error) {
+	return c.listReplicas.CallUnary(ctx, req)
+}
+
 // AdminServiceHandler is an implementation of the virtcon.director.v1.AdminService service.
 type AdminServiceHandler interface {
 	// CreateToken makes a one-time join token: its answer is the only
@@ -221,6 +369,26 @@ type AdminServiceHandler interface {
 	ListAudit(context.Context, *connect.Request[directorv1.ListAuditRequest]) (*connect.Response[directorv1.ListAuditResponse], error)
 	// FollowAudit streams new audit entries as they are written.
 	FollowAudit(context.Context, *connect.Request[directorv1.FollowAuditRequest], *connect.ServerStream[directorv1.AuditEntry]) error
+	// CreateTask stores a task for a node; the replica holding the node's
+	// session sends it. A request whose id is already stored for that
+	// node with the same task returns the stored one (a retry).
+	CreateTask(context.Context, *connect.Request[directorv1.CreateTaskRequest]) (*connect.Response[directorv1.CreateTaskResponse], error)
+	ListTasks(context.Context, *connect.Request[directorv1.ListTasksRequest]) (*connect.Response[directorv1.ListTasksResponse], error)
+	GetTask(context.Context, *connect.Request[directorv1.GetTaskRequest]) (*connect.Response[directorv1.GetTaskResponse], error)
+	// CancelTask asks for a task's cancellation: a pending task ends
+	// Cancelled at once, a running one when its agent says so.
+	CancelTask(context.Context, *connect.Request[directorv1.CancelTaskRequest]) (*connect.Response[directorv1.CancelTaskResponse], error)
+	// WatchTask streams a task's state at every change and ends after a
+	// terminal phase. It may be opened before the task exists.
+	WatchTask(context.Context, *connect.Request[directorv1.WatchTaskRequest], *connect.ServerStream[directorv1.TaskInfo]) error
+	// GetTaskData streams a task's bulk output (a diagnostics bundle).
+	GetTaskData(context.Context, *connect.Request[directorv1.GetTaskDataRequest], *connect.ServerStream[directorv1.TaskDataChunk]) error
+	// ListVMs lists the VMs the hosts last reported.
+	ListVMs(context.Context, *connect.Request[directorv1.ListVMsRequest]) (*connect.Response[directorv1.ListVMsResponse], error)
+	// ResyncNode asks a node (or every connected node) for a full
+	// inventory.
+	ResyncNode(context.Context, *connect.Request[directorv1.ResyncNodeRequest]) (*connect.Response[directorv1.ResyncNodeResponse], error)
+	ListReplicas(context.Context, *connect.Request[directorv1.ListReplicasRequest]) (*connect.Response[directorv1.ListReplicasResponse], error)
 }
 
 // NewAdminServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -284,6 +452,60 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(adminServiceMethods.ByName("FollowAudit")),
 		connect.WithHandlerOptions(opts...),
 	)
+	adminServiceCreateTaskHandler := connect.NewUnaryHandler(
+		AdminServiceCreateTaskProcedure,
+		svc.CreateTask,
+		connect.WithSchema(adminServiceMethods.ByName("CreateTask")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListTasksHandler := connect.NewUnaryHandler(
+		AdminServiceListTasksProcedure,
+		svc.ListTasks,
+		connect.WithSchema(adminServiceMethods.ByName("ListTasks")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetTaskHandler := connect.NewUnaryHandler(
+		AdminServiceGetTaskProcedure,
+		svc.GetTask,
+		connect.WithSchema(adminServiceMethods.ByName("GetTask")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceCancelTaskHandler := connect.NewUnaryHandler(
+		AdminServiceCancelTaskProcedure,
+		svc.CancelTask,
+		connect.WithSchema(adminServiceMethods.ByName("CancelTask")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceWatchTaskHandler := connect.NewServerStreamHandler(
+		AdminServiceWatchTaskProcedure,
+		svc.WatchTask,
+		connect.WithSchema(adminServiceMethods.ByName("WatchTask")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceGetTaskDataHandler := connect.NewServerStreamHandler(
+		AdminServiceGetTaskDataProcedure,
+		svc.GetTaskData,
+		connect.WithSchema(adminServiceMethods.ByName("GetTaskData")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListVMsHandler := connect.NewUnaryHandler(
+		AdminServiceListVMsProcedure,
+		svc.ListVMs,
+		connect.WithSchema(adminServiceMethods.ByName("ListVMs")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceResyncNodeHandler := connect.NewUnaryHandler(
+		AdminServiceResyncNodeProcedure,
+		svc.ResyncNode,
+		connect.WithSchema(adminServiceMethods.ByName("ResyncNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	adminServiceListReplicasHandler := connect.NewUnaryHandler(
+		AdminServiceListReplicasProcedure,
+		svc.ListReplicas,
+		connect.WithSchema(adminServiceMethods.ByName("ListReplicas")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/virtcon.director.v1.AdminService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case AdminServiceCreateTokenProcedure:
@@ -304,6 +526,24 @@ func NewAdminServiceHandler(svc AdminServiceHandler, opts ...connect.HandlerOpti
 			adminServiceListAuditHandler.ServeHTTP(w, r)
 		case AdminServiceFollowAuditProcedure:
 			adminServiceFollowAuditHandler.ServeHTTP(w, r)
+		case AdminServiceCreateTaskProcedure:
+			adminServiceCreateTaskHandler.ServeHTTP(w, r)
+		case AdminServiceListTasksProcedure:
+			adminServiceListTasksHandler.ServeHTTP(w, r)
+		case AdminServiceGetTaskProcedure:
+			adminServiceGetTaskHandler.ServeHTTP(w, r)
+		case AdminServiceCancelTaskProcedure:
+			adminServiceCancelTaskHandler.ServeHTTP(w, r)
+		case AdminServiceWatchTaskProcedure:
+			adminServiceWatchTaskHandler.ServeHTTP(w, r)
+		case AdminServiceGetTaskDataProcedure:
+			adminServiceGetTaskDataHandler.ServeHTTP(w, r)
+		case AdminServiceListVMsProcedure:
+			adminServiceListVMsHandler.ServeHTTP(w, r)
+		case AdminServiceResyncNodeProcedure:
+			adminServiceResyncNodeHandler.ServeHTTP(w, r)
+		case AdminServiceListReplicasProcedure:
+			adminServiceListReplicasHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -347,4 +587,40 @@ func (UnimplementedAdminServiceHandler) ListAudit(context.Context, *connect.Requ
 
 func (UnimplementedAdminServiceHandler) FollowAudit(context.Context, *connect.Request[directorv1.FollowAuditRequest], *connect.ServerStream[directorv1.AuditEntry]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.FollowAudit is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CreateTask(context.Context, *connect.Request[directorv1.CreateTaskRequest]) (*connect.Response[directorv1.CreateTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.CreateTask is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListTasks(context.Context, *connect.Request[directorv1.ListTasksRequest]) (*connect.Response[directorv1.ListTasksResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.ListTasks is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetTask(context.Context, *connect.Request[directorv1.GetTaskRequest]) (*connect.Response[directorv1.GetTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.GetTask is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) CancelTask(context.Context, *connect.Request[directorv1.CancelTaskRequest]) (*connect.Response[directorv1.CancelTaskResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.CancelTask is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) WatchTask(context.Context, *connect.Request[directorv1.WatchTaskRequest], *connect.ServerStream[directorv1.TaskInfo]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.WatchTask is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) GetTaskData(context.Context, *connect.Request[directorv1.GetTaskDataRequest], *connect.ServerStream[directorv1.TaskDataChunk]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.GetTaskData is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListVMs(context.Context, *connect.Request[directorv1.ListVMsRequest]) (*connect.Response[directorv1.ListVMsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.ListVMs is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ResyncNode(context.Context, *connect.Request[directorv1.ResyncNodeRequest]) (*connect.Response[directorv1.ResyncNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.ResyncNode is not implemented"))
+}
+
+func (UnimplementedAdminServiceHandler) ListReplicas(context.Context, *connect.Request[directorv1.ListReplicasRequest]) (*connect.Response[directorv1.ListReplicasResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("virtcon.director.v1.AdminService.ListReplicas is not implemented"))
 }
