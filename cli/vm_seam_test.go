@@ -78,7 +78,7 @@ func webJSON(changes map[string]any) map[string]any {
 	m := map[string]any{
 		"name": "web", "uid": webUID, "class": vm.ClassManaged, "phase": vm.PhaseStopped,
 		"accel": nil, "pid": nil, "cpus": 1.0, "memoryMiB": 256.0,
-		"generation": nil, "observedGeneration": nil,
+		"generation": nil, "observedGeneration": nil, "directorGeneration": nil,
 		"autostart": false, "startupOrder": 2.0, "startupDelay": "10s",
 	}
 	for k, v := range changes {

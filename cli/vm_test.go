@@ -141,7 +141,7 @@ func TestVMListJSONNulls(t *testing.T) {
 	if len(rows) != 1 {
 		t.Fatalf("vm list: %v", rows)
 	}
-	for _, k := range []string{"pid", "accel", "observedGeneration"} {
+	for _, k := range []string{"pid", "accel", "observedGeneration", "directorGeneration"} {
 		if v, ok := rows[0][k]; !ok || v != nil {
 			t.Errorf("%s: got %v (present %v); want null", k, v, ok)
 		}

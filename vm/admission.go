@@ -147,7 +147,53 @@ func ValidateName(field, name string) *FieldError {
 }
 
 // Validate checks a defaulted manifest. Every error names field and value.
-func Validate(vm *VirtualMachine, lim Limits) error {
+// A label under ReservedLabelPrefix is refused: only virtcon sets those.
+func Validate(vm *VirtualMachine, lim Limits) error { return validate(vm, nil, lim) }
+
+// ValidateUpdate checks a defaulted manifest that updates stored: as
+// Validate, except that a reserved label equal to the stored one is
+// accepted (a `virt vm show -o yaml | virt apply -f -` round trip).
+func ValidateUpdate(in, stored *VirtualMachine, lim Limits) error { return validate(in, stored, lim) }
+
+// reservedLabelErr is the error for reserved label k of in, nil when it
+// is stored's own value (stored nil: a create, where none is allowed).
+func reservedLabelErr(in, stored *VirtualMachine, k string) *FieldError {
+	f := "metadata.labels[" + k + "]"
+	if stored == nil {
+		return fieldErr(f, k, "the "+ReservedLabelPrefix+" prefix is reserved for virtcon")
+	}
+	was, ok := stored.Metadata.Labels[k]
+	switch {
+	case !ok:
+		return fieldErr(f, k, "the "+ReservedLabelPrefix+" prefix is reserved for virtcon")
+	case was != in.Metadata.Labels[k]:
+		return fieldErr(f, in.Metadata.Labels[k], fmt.Sprintf("is set by virtcon (stored %q) and cannot be changed; leave it out or give the stored value", was))
+	}
+	return nil
+}
+
+// mergeReserved is in's user labels with stored's reserved ones: a local
+// edit never drops or changes what virtcon set. Nil when empty, as
+// Defaults leaves an empty map.
+func mergeReserved(in, stored *VirtualMachine) map[string]string {
+	out := map[string]string{}
+	for k, v := range in.Metadata.Labels {
+		if !strings.HasPrefix(k, ReservedLabelPrefix) {
+			out[k] = v
+		}
+	}
+	for k, v := range stored.Metadata.Labels {
+		if strings.HasPrefix(k, ReservedLabelPrefix) {
+			out[k] = v
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func validate(vm, stored *VirtualMachine, lim Limits) error {
 	var errs []*FieldError
 	add := func(fe *FieldError) {
 		if fe != nil {
@@ -174,7 +220,7 @@ func Validate(vm *VirtualMachine, lim Limits) error {
 		f := "metadata.labels[" + k + "]"
 		switch {
 		case strings.HasPrefix(k, ReservedLabelPrefix):
-			add(fieldErr(f, k, "the "+ReservedLabelPrefix+" prefix is reserved for virtcon"))
+			add(reservedLabelErr(vm, stored, k))
 		case !labelKeyRE.MatchString(k):
 			add(fieldErr(f, k, "label keys are [prefix/]name with letters, digits, '-', '_' and '.'"))
 		case !labelValRE.MatchString(vm.Metadata.Labels[k]):

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"time"
@@ -19,11 +21,44 @@ import (
 // Create admits a new VM (defaults, validation, unique name), creates its
 // disks and stores it. Nothing is left behind if any step fails.
 func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachine, error) {
+	return m.CreateWith(ctx, vm, CreateOptions{})
+}
+
+// CreateOptions are what a create from afar (the agent's create-vm task)
+// adds to Create.
+type CreateOptions struct {
+	// DirectorGeneration, when set, is stored as the
+	// LabelDirectorGeneration label (label-value syntax). It is set after
+	// validation: a manifest itself still cannot carry virtcon.io/ labels.
+	DirectorGeneration string
+	// Remote marks a manifest that did not come from this host's own
+	// operator: spec.boot.kernel and spec.boot.initrd must then resolve
+	// (symlinks followed) to files inside the host's images directory,
+	// so a director cannot boot a guest from an arbitrary host file.
+	Remote bool
+}
+
+// CreateWith is Create with opts.
+func (m *Manager) CreateWith(ctx context.Context, vm *VirtualMachine, opts CreateOptions) (*VirtualMachine, error) {
 	Defaults(vm)
 	vm.Metadata.Generation = 0
 	vm.Status = Status{}
 	if err := Validate(vm, m.limits(ctx)); err != nil {
 		return nil, err
+	}
+	if opts.Remote {
+		if err := m.checkRemoteBoot(vm); err != nil {
+			return nil, err
+		}
+	}
+	if g := opts.DirectorGeneration; g != "" {
+		if !labelValRE.MatchString(g) {
+			return nil, invalid(fieldErr("metadata.labels["+LabelDirectorGeneration+"]", g, "label values are at most 63 letters, digits, '-', '_' and '.'"))
+		}
+		labels := make(map[string]string, len(vm.Metadata.Labels)+1)
+		maps.Copy(labels, vm.Metadata.Labels)
+		labels[LabelDirectorGeneration] = g
+		vm.Metadata.Labels = labels
 	}
 	if err := checkUserDataMask(vm.Spec.CloudInit, nil); err != nil {
 		return nil, err
@@ -75,6 +110,43 @@ func (m *Manager) Create(ctx context.Context, vm *VirtualMachine) (*VirtualMachi
 		return m.store.load(vm.Metadata.UID)
 	}
 	return vm, nil
+}
+
+// checkRemoteBoot refuses a kernel or initrd outside the images directory
+// (after following symlinks: a link in images/ to /etc/shadow is outside).
+func (m *Manager) checkRemoteBoot(vm *VirtualMachine) error {
+	b := vm.Spec.Boot
+	if b == nil {
+		return nil
+	}
+	images := m.layout().ImagesDir()
+	dir, dirErr := filepath.EvalSymlinks(images)
+	var errs []*FieldError
+	for _, p := range []struct{ field, path string }{{"spec.boot.kernel", b.Kernel}, {"spec.boot.initrd", b.Initrd}} {
+		if p.path == "" {
+			continue
+		}
+		msg := "must be a file in the host's images directory " + images + " (a manifest from the director)"
+		if dirErr != nil {
+			errs = append(errs, fieldErr(p.field, p.path, msg+": "+dirErr.Error()))
+			continue
+		}
+		real, err := filepath.EvalSymlinks(p.path)
+		if err != nil {
+			errs = append(errs, fieldErr(p.field, p.path, msg+": "+err.Error()))
+			continue
+		}
+		if rel, err := filepath.Rel(dir, real); err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+			if real != p.path {
+				msg += "; it resolves to " + real
+			}
+			errs = append(errs, fieldErr(p.field, p.path, msg))
+		}
+	}
+	if len(errs) > 0 {
+		return invalid(errs...)
+	}
+	return nil
 }
 
 // NotStartedError is a create (or apply) that made the VM but could not
@@ -131,7 +203,7 @@ func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, 
 	if err != nil {
 		return nil, err
 	}
-	if err := Validate(in, m.limits(ctx)); err != nil {
+	if err := ValidateUpdate(in, existing, m.limits(ctx)); err != nil {
 		return nil, err
 	}
 	renames := func(v *VirtualMachine) bool { return !strings.EqualFold(in.Metadata.Name, v.Metadata.Name) }
@@ -174,6 +246,17 @@ func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, 
 		ci.UserData = vm.Spec.CloudInit.UserData
 		in.Spec.CloudInit = &ci
 	}
+	// reserved labels are the store's: checked again against the spec
+	// read under the lock, then kept whatever the input said
+	for k := range in.Metadata.Labels {
+		if strings.HasPrefix(k, ReservedLabelPrefix) {
+			if fe := reservedLabelErr(in, vm, k); fe != nil {
+				l.Release()
+				return nil, invalid(fe)
+			}
+		}
+	}
+	in.Metadata.Labels = mergeReserved(in, vm)
 	res := &ApplyResult{VM: vm, Action: "unchanged"}
 	changed := !reflect.DeepEqual(in.Spec, vm.Spec) || in.Metadata.Name != vm.Metadata.Name || !reflect.DeepEqual(in.Metadata.Labels, vm.Metadata.Labels)
 	if changed {

@@ -136,7 +136,7 @@ func (m *Manager) entryFor(vm *VirtualMachine) Entry {
 		Name: vm.Metadata.Name, UID: vm.Metadata.UID, Class: ClassManaged, Phase: PhaseStopped,
 		CPUs: vm.Spec.CPUs, MemoryMiB: vm.Spec.MemoryMiB,
 		Generation: vm.Metadata.Generation, ObservedGeneration: vm.Status.ObservedGeneration,
-		Accel: vm.Status.Accel, AccelReason: vm.Status.AccelReason,
+		DirectorGeneration: vm.Metadata.Labels[LabelDirectorGeneration], Accel: vm.Status.Accel, AccelReason: vm.Status.AccelReason,
 		Autostart: vm.Spec.Autostart, StartupOrder: vm.Spec.StartupOrder(), StartupDelay: vm.Spec.StartupDelay(),
 	}
 	if vm.Status.StartedAt != nil {

@@ -22,6 +22,9 @@ type Entry struct {
 	MemoryMiB          int
 	Generation         int64
 	ObservedGeneration int64
+	// DirectorGeneration is the LabelDirectorGeneration label's value:
+	// the director's generation of a VM it created, opaque here.
+	DirectorGeneration string
 	Source             string // external: qemu or libvirt
 	Path               string // orphans: the leftover file or directory
 	Reason             string // why it is in its class or phase, when a face words it (Reason*)
@@ -57,6 +60,7 @@ type entryWire struct {
 	MemoryMiB          *int    `json:"memoryMiB" yaml:"memoryMiB"`
 	Generation         *int64  `json:"generation" yaml:"generation"`
 	ObservedGeneration *int64  `json:"observedGeneration" yaml:"observedGeneration"`
+	DirectorGeneration *string `json:"directorGeneration" yaml:"directorGeneration"`
 	Source             string  `json:"source,omitempty" yaml:"source,omitempty"`
 	Path               string  `json:"path,omitempty" yaml:"path,omitempty"`
 	Reason             string  `json:"reason,omitempty" yaml:"reason,omitempty"`
@@ -89,7 +93,7 @@ func (e Entry) wire() entryWire {
 		Accel: known(e.Accel), AccelReason: e.AccelReason,
 		PID: known(e.PID), CPUs: known(e.CPUs), MemoryMiB: known(e.MemoryMiB),
 		Generation: known(e.Generation), ObservedGeneration: known(e.ObservedGeneration),
-		Source: e.Source, Path: e.Path, Reason: e.Reason, Message: e.Message,
+		DirectorGeneration: known(e.DirectorGeneration), Source: e.Source, Path: e.Path, Reason: e.Reason, Message: e.Message,
 		Autostart: e.Autostart, StartupOrder: e.StartupOrder, StartupDelay: duration.Duration(e.StartupDelay),
 	}
 }
@@ -111,7 +115,7 @@ func (e *Entry) UnmarshalJSON(b []byte) error {
 		Accel: orZero(w.Accel), AccelReason: w.AccelReason,
 		PID: orZero(w.PID), CPUs: orZero(w.CPUs), MemoryMiB: orZero(w.MemoryMiB),
 		Generation: orZero(w.Generation), ObservedGeneration: orZero(w.ObservedGeneration),
-		Source: w.Source, Path: w.Path, Reason: w.Reason, Message: w.Message,
+		DirectorGeneration: orZero(w.DirectorGeneration), Source: w.Source, Path: w.Path, Reason: w.Reason, Message: w.Message,
 		Autostart: w.Autostart, StartupOrder: w.StartupOrder, StartupDelay: w.StartupDelay.D(),
 	}
 	return nil

@@ -12,6 +12,11 @@ const (
 	Kind       = "VirtualMachine"
 	// ReservedLabelPrefix is virtcon's own label namespace; users cannot set it.
 	ReservedLabelPrefix = "virtcon.io/"
+	// LabelDirectorGeneration carries the director's own generation of a
+	// VM it created (CreateOptions.DirectorGeneration): opaque to the
+	// host, which keeps it untouched. Local edits bump only
+	// metadata.generation, so they never look like cluster drift.
+	LabelDirectorGeneration = ReservedLabelPrefix + "director-generation"
 )
 
 // VirtualMachine is the manifest: what `virt apply -f` reads and what the
