@@ -161,14 +161,14 @@ func livePhase(p string) bool {
 }
 
 // inventoryVM is what the director is told of one row of `virt vm list`:
-// identity, class, phase, generations, resources. Never user data,
-// labels, cloud-init, disk or file paths, nor the free-text message
+// identity, class, phase, generations (the host's and the director's
+// opaque label value), resources. Never user data, other labels, cloud-init, disk or file paths, nor the free-text message
 // (it can carry paths and QMP errors).
 func inventoryVM(e vm.Entry) *directorv1.InventoryVM {
 	v := &directorv1.InventoryVM{
 		Uid: e.UID, Name: e.Name, Class: e.Class, Phase: e.Phase,
 		Generation: e.Generation, ObservedGeneration: e.ObservedGeneration,
-		Source: e.Source, Reason: e.Reason,
+		DirectorGeneration: e.DirectorGeneration, Source: e.Source, Reason: e.Reason,
 	}
 	if e.CPUs > 0 {
 		v.Cpus = uint32(e.CPUs)

@@ -155,6 +155,9 @@ func (iv *inventory) flush(ctx context.Context, w *watcher) (again bool) {
 	for uid := range uids {
 		e, err := iv.vms.Peek(ctx, uid)
 		if err == nil && e.UID == uid {
+			if e.PID > 0 && e.Phase == "" {
+				e.Phase = vm.PhaseRunning // a QEMU that runs, its phase never stored
+			}
 			now[uid] = inventoryVM(*e)
 			if w != nil {
 				w.follow(ctx, uid, e)
