@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"sync"
 	"time"
 
+	directorv1 "github.com/virtcon/virtcon/api/directorv1"
 	"github.com/virtcon/virtcon/enroll"
 	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/paths"
@@ -74,7 +76,36 @@ func Run(ctx context.Context, h *host.Host, opts RunOptions) error {
 		r.record(func(rc *record) { rc.State, rc.LastError = a.Kind, a.Reason })
 		return fmt.Errorf("director %s, node %s: %w at %s", a.Director, a.NodeID, a.err(), a.At.Format(time.RFC3339))
 	}
+	// the journal before any session: without it the agent cannot tell
+	// a redelivered task from a new one, so it does not connect
+	j, err := openJournal(TasksDir(r.l), r.log, r.now())
+	if err != nil {
+		return err
+	}
+	// the goroutines below end with Run, also when it ends for a refused
+	// credential (ctx still alive): a revoked node runs no more tasks
+	defer r.bg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	r.tasks = newTaskRunner(ctx, h, r.log, j, r.out, r.ctl, r.now)
+	r.tasks.failInterrupted()
+	r.inv = newInventory(h.VMs, h.Layout, r.log)
+	r.bg.Go(func() { r.tasks.run(ctx) })
+	r.bg.Go(func() { r.inv.Run(ctx) })
+	r.bg.Go(func() { r.forwardDeltas(ctx) })
 	return r.loop(ctx)
+}
+
+// forwardDeltas puts the inventory's deltas in the outbox.
+func (r *runner) forwardDeltas(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case d := <-r.inv.Deltas():
+			r.out.push(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_InventoryDelta{InventoryDelta: d}})
+		}
+	}
 }
 
 // runner is one Run's state; only Run's goroutine uses it.
@@ -95,10 +126,17 @@ type runner struct {
 	nextRenewTry time.Time // after a failed renewal
 	recErr       bool      // a record write failed (logged once)
 	revokedWhy   string    // the reason of the director's Revoked message, if one came
+
+	// shared with the tasks' and the inventory's goroutines
+	out   *outbox
+	ctl   *sessionCtl
+	tasks *taskRunner
+	inv   *inventory
+	bg    sync.WaitGroup // the goroutines Run started
 }
 
 func newRunner(h *host.Host, opts RunOptions) (*runner, error) {
-	r := &runner{h: h, l: h.Layout, log: opts.Logger, now: opts.Now, rnd: opts.Rand, dial: opts.DialContext}
+	r := &runner{h: h, l: h.Layout, log: opts.Logger, now: opts.Now, rnd: opts.Rand, dial: opts.DialContext, out: newOutbox(), ctl: newSessionCtl()}
 	if r.log == nil {
 		r.log = slog.New(slog.DiscardHandler)
 	}
@@ -160,7 +198,7 @@ func (r *runner) loop(ctx context.Context) error {
 			return r.stopped()
 		case end.refusal != "":
 			return r.refused(end.refusal, end.reason)
-		case end.renewed:
+		case end.renewed, end.restart:
 			r.bo.reset()
 			continue
 		}
@@ -168,6 +206,12 @@ func (r *runner) loop(ctx context.Context) error {
 			r.bo.reset()
 		}
 		wait := max(r.bo.next(), min(end.retryAfter, r.bo.max))
+		if r.ctl.fast.Load() {
+			// a task waits for a session over a changed network: every
+			// second, no backoff growth
+			r.bo.reset()
+			wait = time.Second
+		}
 		next := time.Now().Add(wait)
 		msg := end.err.Error()
 		r.record(func(rc *record) { rc.State, rc.LastError, rc.NextRetry = StateBackoff, msg, next.UTC() })

@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -42,6 +45,7 @@ type sessionEnd struct {
 	reason     string // the refusal's reason
 	err        error  // anything else: back off and reconnect
 	retryAfter time.Duration
+	restart    bool // a task asked for a new session (sessionControl.Restart)
 }
 
 type received struct {
@@ -53,10 +57,25 @@ type received struct {
 // renewal until it ends.
 func (r *runner) session(ctx context.Context) sessionEnd {
 	id := r.id
-	client, tr := newClient(id.mtlsConfig(r.now), r.dial)
+	defer r.ctl.down()
+	dialedAt := time.Now()
+	var localAddr atomic.Value // of the connection this session dialled
+	dial := r.dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	}
+	client, tr := newClient(id.mtlsConfig(r.now), func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := dial(ctx, network, addr)
+		if err == nil {
+			localAddr.Store(c.LocalAddr().String())
+		}
+		return c, err
+	})
 	defer tr.CloseIdleConnections()
 	ac := directorv1connect.NewAgentServiceClient(client, baseURL(id.cfg.Director), clientOptions()...)
 	facts, caps := r.view.facts(ctx)
+	kinds := taskKinds(caps, os.Geteuid())
+	r.tasks.setKinds(kinds)
 
 	// The stream outlives ctx by a moment, so that a stopping agent's
 	// Goodbye reaches the director (a stream on ctx itself is aborted
@@ -73,7 +92,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 		_ = stream.CloseResponse()
 	}()
 	err := stream.Send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Register{Register: &directorv1.Register{
-		NodeId: id.cfg.NodeID, Host: facts, Capabilities: caps,
+		NodeId: id.cfg.NodeID, Host: facts, Capabilities: caps, TaskKinds: kinds,
 	}}})
 	wg.Go(func() {
 		for {
@@ -115,28 +134,50 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 			}
 		}
 	}
+	r.directorsFrom(reg.GetDirectors())
 	hbEvery := interval(reg.GetHeartbeatIntervalMs(), defaultHeartbeat)
 	repEvery := interval(reg.GetReportIntervalMs(), defaultReport)
 	r.record(func(rc *record) { rc.State, rc.LastError, rc.NextRetry = StateConnected, "", time.Time{} })
 	r.log.Info("director session open", "director", id.cfg.Director, "node", id.cfg.NodeID, "serial", serialOf(id.leaf),
 		"heartbeat", hbEvery, "report", repEvery, "renewAt", r.renewAt.UTC().Format(time.RFC3339))
 
+	// what a new session owes the director: the inventories queued for
+	// the old one are superseded (it sends Resync now), the statuses of
+	// recent tasks go again
+	r.out.dropInventory()
+	r.tasks.registered()
 	if err := r.sendReport(ctx, stream); err != nil {
 		return r.ended(true, sendError(sctx, err, recv))
 	}
-	hb := time.NewTimer(jitter(hbEvery, heartbeatJitter, r.rnd.Float64()))
+	firstBeat := jitter(hbEvery, heartbeatJitter, r.rnd.Float64())
+	if r.ctl.waiting() {
+		firstBeat = 0 // a task waits for this session's first round trip
+	}
+	hb := time.NewTimer(firstBeat)
 	defer hb.Stop()
 	rp := time.NewTimer(repEvery)
 	defer rp.Stop()
 	lastHeard := time.Now()
 	silence := silentBeats*hbEvery + silenceGrace
 	var seq uint64
+	acked := false
 	for {
 		select {
 		case <-ctx.Done():
 			sayGoodbye(stream, "agent stopping")
 			awaitEnd(recv)
 			return sessionEnd{registered: true}
+		case reason := <-r.ctl.restart:
+			r.log.Info("ending the director session on a task's request", "reason", reason)
+			sayGoodbye(stream, reason)
+			awaitEnd(recv)
+			return sessionEnd{registered: true, restart: true, err: fmt.Errorf("session ended on purpose: %s", reason)}
+		case <-r.out.ready:
+			for _, m := range r.out.take() {
+				if err := stream.Send(m); err != nil {
+					return r.ended(true, sendError(sctx, err, recv))
+				}
+			}
 		case <-hb.C:
 			now := r.now()
 			if !now.Before(id.leaf.NotAfter) {
@@ -178,6 +219,21 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 			case *directorv1.SessionResponse_HeartbeatAck:
 				at := r.now().UTC()
 				r.record(func(rc *record) { rc.LastHeartbeatAck = at })
+				if !acked {
+					acked = true
+					addr, _ := localAddr.Load().(string)
+					r.ctl.up(dialedAt, addr)
+				}
+			case *directorv1.SessionResponse_Task:
+				r.tasks.deliver(m.msg, time.Now())
+			case *directorv1.SessionResponse_CancelTask:
+				r.tasks.deliver(m.msg, time.Now())
+			case *directorv1.SessionResponse_TaskDataAck:
+				r.tasks.deliver(m.msg, time.Now())
+			case *directorv1.SessionResponse_Resync:
+				r.resync(ctx, msg.Resync)
+			case *directorv1.SessionResponse_Directors:
+				r.directorsFrom(msg.Directors.GetAddrs())
 			case *directorv1.SessionResponse_Revoked:
 				r.log.Warn("the director says this node is revoked", "reason", msg.Revoked.GetReason())
 				r.revokedWhy = msg.Revoked.GetReason()
@@ -186,6 +242,96 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 			}
 		}
 	}
+}
+
+// resync answers the director's Resync with a full inventory, off the
+// session loop; the deltas after it follow through the outbox.
+func (r *runner) resync(ctx context.Context, rs *directorv1.Resync) {
+	r.bg.Go(func() {
+		inv, err := r.inv.Full(ctx, rs.GetResyncId())
+		if err != nil {
+			r.log.Warn("inventory for the director's resync not made", "resync", rs.GetResyncId(), "reason", rs.GetReason(), "err", err)
+			return
+		}
+		r.out.push(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Inventory{Inventory: inv}})
+	})
+}
+
+// sessionCtl is the runner's sessionControl: what tasks may ask of the
+// session (apply-network's trial). Safe for concurrent use.
+type sessionCtl struct {
+	restart chan string // cap 1
+	fast    atomic.Bool // reconnect every 1 s until a session is up
+
+	mu      sync.Mutex
+	waiters int
+	isUp    bool
+	dialed  time.Time // of the session up
+	addr    string
+	changed chan struct{} // closed and replaced at every change
+}
+
+func newSessionCtl() *sessionCtl {
+	return &sessionCtl{restart: make(chan string, 1), changed: make(chan struct{})}
+}
+
+// Restart ends the current session with a Goodbye and dials again at
+// once, then every second until a session is up.
+func (c *sessionCtl) Restart(reason string) {
+	c.fast.Store(true)
+	c.down()
+	select {
+	case c.restart <- reason:
+	default: // one is asked for already
+	}
+}
+
+// WaitUp blocks until a session dialled after since is up (Registered and
+// one HeartbeatAck) and returns its connection's local address.
+func (c *sessionCtl) WaitUp(ctx context.Context, since time.Time) (string, error) {
+	c.mu.Lock()
+	c.waiters++
+	defer func() {
+		c.mu.Lock()
+		c.waiters--
+		c.mu.Unlock()
+	}()
+	for {
+		if c.isUp && c.dialed.After(since) {
+			addr := c.addr
+			c.mu.Unlock()
+			return addr, nil
+		}
+		ch := c.changed
+		c.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no director session dialled after %s came up: %w", since.UTC().Format(time.RFC3339Nano), ctx.Err())
+		case <-ch:
+		}
+		c.mu.Lock()
+	}
+}
+
+func (c *sessionCtl) waiting() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waiters > 0
+}
+
+func (c *sessionCtl) up(dialed time.Time, addr string) {
+	c.fast.Store(false)
+	c.set(true, dialed, addr)
+}
+
+func (c *sessionCtl) down() { c.set(false, time.Time{}, "") }
+
+func (c *sessionCtl) set(up bool, dialed time.Time, addr string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.isUp, c.dialed, c.addr = up, dialed, addr
+	close(c.changed)
+	c.changed = make(chan struct{})
 }
 
 type sessionStream = *connect.BidiStreamForClient[directorv1.SessionRequest, directorv1.SessionResponse]
@@ -363,4 +509,11 @@ func (r *runner) renew(ctx context.Context, ac directorv1connect.AgentServiceCli
 	r.setIdentity(nid)
 	r.log.Info("certificate renewed", "old", serialOf(id.leaf), "serial", serialOf(leaf), "notAfter", leaf.NotAfter, "renewAt", r.renewAt.UTC().Format(time.RFC3339))
 	return nil
+}
+
+// directorsFrom takes the director addresses a director gave.
+func (r *runner) directorsFrom(addrs []string) {
+	if len(addrs) > 0 {
+		r.log.Debug("director addresses", "addrs", addrs)
+	}
 }

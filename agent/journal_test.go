@@ -1,0 +1,165 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	directorv1 "github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/internal/fielderr"
+	"github.com/virtcon/virtcon/netcfg"
+	"github.com/virtcon/virtcon/vm"
+)
+
+func journalWith(t *testing.T, dir string, recs map[string]struct {
+	phase directorv1.TaskPhase
+	ended time.Time
+}) *journal {
+	t.Helper()
+	j, err := openJournal(dir, testLog(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, r := range recs {
+		if _, err := j.create(&jrecord{ID: id, Kind: KindStartVM, ReceivedAt: r.ended, EndedAt: r.ended},
+			&directorv1.TaskStatus{TaskId: id, Seq: 1, Phase: r.phase}, r.ended); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return j
+}
+
+// Terminal records older than 7 days go (file and memory); young ones and
+// unfinished ones of any age stay; a reopened journal agrees.
+func TestJournalPrune(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tasks")
+	now := time.Now()
+	old, young, stuck := newID(), newID(), newID()
+	j := journalWith(t, dir, map[string]struct {
+		phase directorv1.TaskPhase
+		ended time.Time
+	}{
+		old:   {directorv1.TaskPhase_TASK_PHASE_SUCCEEDED, now.Add(-8 * 24 * time.Hour)},
+		young: {directorv1.TaskPhase_TASK_PHASE_FAILED, now.Add(-6 * 24 * time.Hour)},
+		stuck: {directorv1.TaskPhase_TASK_PHASE_RUNNING, now.Add(-30 * 24 * time.Hour)},
+	})
+	n, err := j.prune(now)
+	if err != nil || n != 1 {
+		t.Fatalf("prune: %d, %v; want 1 removed", n, err)
+	}
+	if j.get(old) != nil || j.get(young) == nil || j.get(stuck) == nil {
+		t.Errorf("after prune: old %v young %v stuck %v; want only old gone", j.get(old) != nil, j.get(young) != nil, j.get(stuck) != nil)
+	}
+	if _, err := os.Stat(filepath.Join(dir, old+".json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the pruned record's file: %v; want gone", err)
+	}
+	st, err := os.Stat(dir)
+	if err != nil || st.Mode().Perm() != 0o700 {
+		t.Errorf("journal dir mode %v (%v); want 0700", st.Mode().Perm(), err)
+	}
+	f, err := os.Stat(filepath.Join(dir, young+".json"))
+	if err != nil || f.Mode().Perm() != 0o600 {
+		t.Errorf("record mode %v (%v); want 0600", f.Mode().Perm(), err)
+	}
+	again, err := openJournal(dir, testLog(t), now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.get(old) != nil || again.get(young) == nil || again.get(stuck) == nil {
+		t.Errorf("reopened journal disagrees")
+	}
+	if u := again.unfinished(); len(u) != 1 || u[0].ID != stuck {
+		t.Errorf("unfinished %v; want only %s", u, stuck)
+	}
+}
+
+// A record that cannot be read keeps its id known (never run again) as a
+// failure; a directory that cannot be read fails closed.
+func TestJournalUnreadable(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "tasks")
+	id := newID()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, id+".json"), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	j, err := openJournal(dir, testLog(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := j.get(id)
+	if rec == nil || !rec.terminal() || rec.last.GetFailure().GetReason() != directorv1.TaskFailureReason_TASK_FAILURE_REASON_AGENT_RESTARTED {
+		t.Errorf("unreadable record read as %+v; want a terminal AGENT_RESTARTED failure", rec)
+	}
+	if err := os.WriteFile(filepath.Join(t.TempDir(), "file"), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := openJournal(filepath.Join(dir, id+".json", "x"), testLog(t), time.Now()); err == nil {
+		t.Error("a journal path that cannot be a directory opened; want an error")
+	}
+}
+
+// Statuses of one task coalesce in the outbox (log lines carried over),
+// an older resend never replaces a newer status, other messages queue.
+func TestOutboxCoalesces(t *testing.T) {
+	t.Parallel()
+	o := newOutbox()
+	id := newID()
+	o.status(&directorv1.TaskStatus{TaskId: id, Seq: 2, Phase: directorv1.TaskPhase_TASK_PHASE_RUNNING, Log: []string{"a"}})
+	o.push(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Inventory{Inventory: &directorv1.Inventory{}}})
+	o.status(&directorv1.TaskStatus{TaskId: id, Seq: 3, Phase: directorv1.TaskPhase_TASK_PHASE_RUNNING, Log: []string{"b"}})
+	o.status(&directorv1.TaskStatus{TaskId: id, Seq: 1, Phase: directorv1.TaskPhase_TASK_PHASE_QUEUED})
+	o.dropInventory()
+	q := o.take()
+	if len(q) != 1 {
+		t.Fatalf("%d queued; want 1", len(q))
+	}
+	st := q[0].GetTaskStatus()
+	if st.GetSeq() != 3 || len(st.GetLog()) != 2 || st.GetLog()[0] != "a" {
+		t.Errorf("coalesced %v; want seq 3 with lines a, b", st)
+	}
+	if len(o.take()) != 0 {
+		t.Error("take left messages")
+	}
+}
+
+func TestFailureOf(t *testing.T) {
+	t.Parallel()
+	R := directorv1.TaskFailureReason_value
+	cases := []struct {
+		name string
+		err  error
+		want string
+		nf   int
+	}{
+		{"vm fields", fielderr.New(vm.ErrInvalid, &fielderr.FieldError{Field: "spec.cpus", Value: 0, Msg: "must be at least 1"}), "TASK_FAILURE_REASON_INVALID_ARGUMENT", 1},
+		{"image fields", &vm.ImageError{Errs: []*vm.FieldError{{Field: "sha256", Value: "x", Msg: "must be 64 hex digits"}, {Field: "url", Value: "ftp://", Msg: "no"}}}, "TASK_FAILURE_REASON_INVALID_ARGUMENT", 2},
+		{"not found", vm.ErrNotFound, "TASK_FAILURE_REASON_NOT_FOUND", 0},
+		{"image not found", &vm.ImageNotFoundError{Name: "x"}, "TASK_FAILURE_REASON_NOT_FOUND", 0},
+		{"running", &vm.RunningError{Name: "web", Op: "delete", PID: 1}, "TASK_FAILURE_REASON_CONFLICT", 0},
+		{"exists", &vm.ImageExistsError{Name: "x"}, "TASK_FAILURE_REASON_CONFLICT", 0},
+		{"in use", &vm.ImageInUseError{Name: "x", VMs: []string{"web"}}, "TASK_FAILURE_REASON_CONFLICT", 0},
+		{"try pending", netcfg.ErrTryPending, "TASK_FAILURE_REASON_CONFLICT", 0},
+		{"checksum", errors.Join(errors.New("image x"), vm.ErrChecksum), "TASK_FAILURE_REASON_CHECKSUM_MISMATCH", 0},
+		{"deadline", fmt.Errorf("pull: %w", context.DeadlineExceeded), "TASK_FAILURE_REASON_DEADLINE_EXCEEDED", 0},
+		{"typed", &taskFailure{Reason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_ROLLED_BACK, Message: "m"}, "TASK_FAILURE_REASON_ROLLED_BACK", 0},
+		{"other", errors.New("disk full"), "TASK_FAILURE_REASON_HOST_ERROR", 0},
+	}
+	for _, c := range cases {
+		f := failureOf(c.err)
+		if int32(f.Reason) != R[c.want] || len(f.Fields) != c.nf || f.Message == "" {
+			t.Errorf("%s: %v %q with %d fields; want %s with %d", c.name, f.Reason, f.Message, len(f.Fields), c.want, c.nf)
+		}
+	}
+	f := failureOf(fielderr.New(vm.ErrInvalid, &fielderr.FieldError{Field: "spec.cpus", Value: 0, Msg: "must be at least 1"}))
+	if fe := f.Fields[0]; fe.GetField() != "spec.cpus" || fe.GetValue() != "0" || fe.GetMessage() != "must be at least 1" {
+		t.Errorf("field %v; want spec.cpus, 0, its message", fe)
+	}
+}

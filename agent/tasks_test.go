@@ -1,0 +1,712 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	directorv1 "github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/api/directorv1/directorv1connect"
+	"github.com/virtcon/virtcon/host"
+)
+
+// fakeSessions is a scripted director AgentService over real TLS (the
+// director's chain for 127.0.0.1, HTTP/2): it answers Register and
+// heartbeats, records what the agent sends, sends what a test pushes and
+// cuts sessions on demand. The real director's task path is tested in
+// director/ and the integration tests.
+type fakeSessions struct {
+	directorv1connect.UnimplementedAgentServiceHandler
+	ca   *testCA
+	addr string
+	// onRegister, when set, gives the messages sent right after
+	// Registered in session n (1, 2, ...).
+	onRegister func(n int) []*directorv1.SessionResponse
+	// noAck: TaskData is not acknowledged
+	noAck atomic.Bool
+
+	mu       sync.Mutex
+	changed  chan struct{}
+	sessions int
+	regs     []*directorv1.Register
+	statuses []*directorv1.TaskStatus
+	data     []*directorv1.TaskData
+	send     chan *directorv1.SessionResponse // to the current session
+	cut      chan struct{}                    // closed: the current session ends
+}
+
+func startFakeSessions(t *testing.T) *fakeSessions {
+	t.Helper()
+	f := &fakeSessions{ca: newTestCA(t), changed: make(chan struct{})}
+	mux := http.NewServeMux()
+	mux.Handle(directorv1connect.NewAgentServiceHandler(f))
+	srv := httptest.NewUnstartedServer(mux)
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{MinVersion: tls.VersionTLS13, Certificates: []tls.Certificate{f.ca.serving(t)}, ClientAuth: tls.RequireAnyClientCert}
+	srv.StartTLS()
+	t.Cleanup(srv.Close)
+	f.addr = srv.Listener.Addr().String()
+	return f
+}
+
+func (f *fakeSessions) notify() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *fakeSessions) Session(ctx context.Context, st *connect.BidiStream[directorv1.SessionRequest, directorv1.SessionResponse]) error {
+	first, err := st.Receive()
+	if err != nil {
+		return err
+	}
+	if first.GetRegister() == nil {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("want Register first"))
+	}
+	send := make(chan *directorv1.SessionResponse, 256)
+	cut := make(chan struct{})
+	f.mu.Lock()
+	f.sessions++
+	n := f.sessions
+	f.regs = append(f.regs, first.GetRegister())
+	f.send, f.cut = send, cut
+	f.notify()
+	f.mu.Unlock()
+	var sendMu sync.Mutex
+	out := func(m *directorv1.SessionResponse) error {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		return st.Send(m)
+	}
+	if err := out(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Registered{Registered: &directorv1.Registered{
+		NodeId: testNodeID, HeartbeatIntervalMs: 50, ReportIntervalMs: 60000}}}); err != nil {
+		return err
+	}
+	if f.onRegister != nil {
+		for _, m := range f.onRegister(n) {
+			if err := out(m); err != nil {
+				return err
+			}
+		}
+	}
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			m, err := st.Receive()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			switch msg := m.GetMsg().(type) {
+			case *directorv1.SessionRequest_Heartbeat:
+				_ = out(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_HeartbeatAck{HeartbeatAck: &directorv1.HeartbeatAck{Seq: msg.Heartbeat.GetSeq()}}})
+			case *directorv1.SessionRequest_TaskStatus:
+				f.mu.Lock()
+				f.statuses = append(f.statuses, msg.TaskStatus)
+				f.notify()
+				f.mu.Unlock()
+			case *directorv1.SessionRequest_TaskData:
+				f.mu.Lock()
+				f.data = append(f.data, msg.TaskData)
+				f.notify()
+				f.mu.Unlock()
+				if !f.noAck.Load() {
+					d := msg.TaskData
+					_ = out(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_TaskDataAck{TaskDataAck: &directorv1.TaskDataAck{
+						TaskId: d.GetTaskId(), Offset: d.GetOffset() + uint64(len(d.GetData()))}}})
+				}
+			case *directorv1.SessionRequest_Goodbye:
+				recvErr <- nil
+				return
+			}
+		}
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-cut:
+			return connect.NewError(connect.CodeUnavailable, errors.New("cut by the test"))
+		case err := <-recvErr:
+			if err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			return nil
+		case m := <-send:
+			if err := out(m); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// waitSessions waits for the nth session.
+func (f *fakeSessions) waitSessions(t *testing.T, n int) {
+	t.Helper()
+	f.wait(t, fmt.Sprintf("session %d", n), func() bool { return f.sessions >= n })
+}
+
+// wait waits until ok (called under f.mu) holds.
+func (f *fakeSessions) wait(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		f.mu.Lock()
+		done, ch := ok(), f.changed
+		f.mu.Unlock()
+		if done {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			t.Fatalf("not %s after 20 s; statuses: %v", what, f.statuses)
+		}
+	}
+}
+
+// sendTask sends t to the current session.
+func (f *fakeSessions) push(t *testing.T, m *directorv1.SessionResponse) {
+	t.Helper()
+	f.mu.Lock()
+	ch := f.send
+	f.mu.Unlock()
+	if ch == nil {
+		t.Fatal("no session to send to")
+	}
+	ch <- m
+}
+
+func (f *fakeSessions) sendTask(t *testing.T, task *directorv1.Task) {
+	t.Helper()
+	f.push(t, &directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Task{Task: task}})
+}
+
+func (f *fakeSessions) cutSession() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cut != nil {
+		close(f.cut)
+		f.cut = nil
+	}
+}
+
+// of returns the statuses received for a task, in order.
+func (f *fakeSessions) of(id string) []*directorv1.TaskStatus {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.ofLocked(id)
+}
+
+func (f *fakeSessions) ofLocked(id string) []*directorv1.TaskStatus {
+	var out []*directorv1.TaskStatus
+	for _, s := range f.statuses {
+		if s.GetTaskId() == id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// waitPhase waits for a status of task id in phase p and returns it.
+func (f *fakeSessions) waitPhase(t *testing.T, id string, p directorv1.TaskPhase) *directorv1.TaskStatus {
+	t.Helper()
+	var got *directorv1.TaskStatus
+	f.wait(t, fmt.Sprintf("task %s %s", id, p), func() bool {
+		for _, s := range f.ofLocked(id) {
+			if s.GetPhase() == p {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// waitTerminal waits for task id's first terminal status.
+func (f *fakeSessions) waitTerminal(t *testing.T, id string) *directorv1.TaskStatus {
+	t.Helper()
+	var got *directorv1.TaskStatus
+	f.wait(t, "task "+id+" ended", func() bool {
+		for _, s := range f.ofLocked(id) {
+			if terminalPhase(s.GetPhase()) {
+				got = s
+				return true
+			}
+		}
+		return false
+	})
+	return got
+}
+
+// taskAgent is a temp-root host enrolled with f, with Run started.
+func taskAgent(t *testing.T, f *fakeSessions) *host.Host {
+	t.Helper()
+	h := testHost(t)
+	prepareAgent(t, f, h)
+	startRun(t, h, RunOptions{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond})
+	return h
+}
+
+func prepareAgent(t *testing.T, f *fakeSessions, h *host.Host) {
+	t.Helper()
+	enrolled(t, h.Layout, f.ca, time.Now().Add(-time.Minute), time.Now().Add(24*time.Hour))
+	setDirector(t, h.Layout, f.addr)
+}
+
+func newID() string { return uuid.NewString() }
+
+func pullTask(id, url, name, sha string, deadline time.Duration) *directorv1.Task {
+	return &directorv1.Task{Id: id, DeadlineInMs: deadline.Milliseconds(),
+		Kind: &directorv1.Task_PullImage{PullImage: &directorv1.PullImage{Url: url, Name: name, Sha256: sha}}}
+}
+
+// imageServer serves size bytes in chunk pieces, one every gap; it
+// counts the requests. hold, when set, is waited on before each piece.
+type imageServer struct {
+	*httptest.Server
+	data     []byte
+	requests atomic.Int64
+}
+
+func startImageServer(t *testing.T, size, chunk int, gap time.Duration) *imageServer {
+	t.Helper()
+	s := &imageServer{data: bytes.Repeat([]byte("virtcon!"), size/8)}
+	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.requests.Add(1)
+		w.Header().Set("Content-Length", fmt.Sprint(len(s.data)))
+		for off := 0; off < len(s.data); off += chunk {
+			if _, err := w.Write(s.data[off:min(off+chunk, len(s.data))]); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(gap):
+			}
+		}
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *imageServer) sha() string {
+	sum := sha256.Sum256(s.data)
+	return hex.EncodeToString(sum[:])
+}
+
+// imagesLeft lists what is in the images directory.
+func imagesLeft(t *testing.T, h *host.Host) []string {
+	t.Helper()
+	ents, err := os.ReadDir(h.Layout.ImagesDir())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+func reasonOf(s *directorv1.TaskStatus) directorv1.TaskFailureReason {
+	return s.GetFailure().GetReason()
+}
+
+// The agent advertises what it runs; a Task with an empty oneof (a kind
+// from a newer director: here a field this protocol does not know) and a
+// kind it does not advertise fail UNSUPPORTED_KIND at once, journalled.
+func TestTaskUnknownKindRefused(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := taskAgent(t, f)
+	f.waitSessions(t, 1)
+	f.mu.Lock()
+	kinds := f.regs[0].GetTaskKinds()
+	f.mu.Unlock()
+	if !contains(kinds, KindCollectDiagnostics) || contains(kinds, KindApplyNetwork) && applyNetworkFunc == nil {
+		t.Errorf("task_kinds %v: want collect-diagnostics, and apply-network only with its code", kinds)
+	}
+
+	// a Task carrying kind field 18, unknown to this protocol
+	id := newID()
+	b, err := proto.Marshal(&directorv1.Task{Id: id, DeadlineInMs: 60000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b = protowire.AppendTag(b, 18, protowire.BytesType)
+	b = protowire.AppendBytes(b, []byte{0x0a, 0x03, 'w', 'e', 'b'})
+	var unknown directorv1.Task
+	if err := proto.Unmarshal(b, &unknown); err != nil {
+		t.Fatal(err)
+	}
+	if unknown.GetKind() != nil {
+		t.Fatalf("the test's task has kind %T; want none", unknown.GetKind())
+	}
+	f.sendTask(t, &unknown)
+	st := f.waitTerminal(t, id)
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_FAILED || reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_UNSUPPORTED_KIND ||
+		!strings.Contains(st.GetFailure().GetMessage(), KindCollectDiagnostics) || st.GetSeq() != 1 {
+		t.Errorf("unknown kind: %v; want FAILED UNSUPPORTED_KIND seq 1 naming what it runs", st)
+	}
+	if _, err := os.Stat(filepath.Join(TasksDir(h.Layout), id+".json")); err != nil {
+		t.Errorf("the refused task is not journalled: %v", err)
+	}
+
+	// a kind this agent does not advertise
+	if !contains(kinds, KindApplyNetwork) {
+		id2 := newID()
+		f.sendTask(t, &directorv1.Task{Id: id2, DeadlineInMs: 60000, Kind: &directorv1.Task_ApplyNetwork{ApplyNetwork: &directorv1.ApplyNetwork{}}})
+		if st := f.waitTerminal(t, id2); reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_UNSUPPORTED_KIND {
+			t.Errorf("an unadvertised kind: %v; want UNSUPPORTED_KIND", st)
+		}
+	}
+	// no deadline: refused, naming the field
+	id3 := newID()
+	f.sendTask(t, &directorv1.Task{Id: id3, Kind: &directorv1.Task_CollectDiagnostics{CollectDiagnostics: &directorv1.CollectDiagnostics{}}})
+	if st := f.waitTerminal(t, id3); reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_INVALID_ARGUMENT ||
+		len(st.GetFailure().GetFields()) != 1 || st.GetFailure().GetFields()[0].GetField() != "deadline_in_ms" {
+		t.Errorf("a task without a deadline: %v; want INVALID_ARGUMENT on deadline_in_ms", st)
+	}
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// requireKind skips a test whose kind this host does not run.
+func requireKind(t *testing.T, f *fakeSessions, kind string) {
+	t.Helper()
+	f.waitSessions(t, 1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !contains(f.regs[0].GetTaskKinds(), kind) {
+		t.Skipf("this host does not run %s (task_kinds %v): QEMU's binary check did not pass", kind, f.regs[0].GetTaskKinds())
+	}
+}
+
+// A pull from a local HTTP server: Queued, Running, at least two
+// progress statuses with bytes (throttled: at most about 4 a second), then
+// Succeeded with the image's sha256; seqs grow by one.
+func TestTaskPullImageProgress(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := taskAgent(t, f)
+	requireKind(t, f, KindPullImage)
+	srv := startImageServer(t, 16<<20, 1<<20, 60*time.Millisecond)
+	id := newID()
+	start := time.Now()
+	f.sendTask(t, pullTask(id, srv.URL+"/disk.img", "base", srv.sha(), time.Minute))
+	st := f.waitTerminal(t, id)
+	took := time.Since(start)
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED {
+		t.Fatalf("pull: %v; want SUCCEEDED", st)
+	}
+	if img := st.GetResult().GetImage(); img.GetName() != "base" || img.GetSha256() != srv.sha() || img.GetSizeBytes() != int64(len(srv.data)) {
+		t.Errorf("result %v; want base, %s, %d bytes", img, srv.sha(), len(srv.data))
+	}
+	all := f.of(id)
+	progress := 0
+	for i, s := range all {
+		if s.GetSeq() != uint64(i+1) {
+			t.Errorf("status %d has seq %d; want %d", i, s.GetSeq(), i+1)
+		}
+		if s.GetPhase() == directorv1.TaskPhase_TASK_PHASE_RUNNING && s.GetProgress().GetDone() > 0 {
+			progress++
+			if s.GetProgress().GetUnit() != "bytes" || s.GetProgress().GetTotal() != int64(len(srv.data)) {
+				t.Errorf("progress %v; want bytes of %d", s.GetProgress(), len(srv.data))
+			}
+		}
+	}
+	if all[0].GetPhase() != directorv1.TaskPhase_TASK_PHASE_QUEUED || all[1].GetPhase() != directorv1.TaskPhase_TASK_PHASE_RUNNING {
+		t.Errorf("first statuses %v, %v; want QUEUED then RUNNING", all[0].GetPhase(), all[1].GetPhase())
+	}
+	if progress < 2 {
+		t.Errorf("%d progress statuses; want at least 2", progress)
+	}
+	if limit := int(took/progressInterval) + 2; progress > limit {
+		t.Errorf("%d progress statuses in %s; want at most %d (4 a second)", progress, took, limit)
+	}
+	if !contains(imagesLeft(t, h), "base.img") {
+		t.Errorf("images/ holds %v; want base.img", imagesLeft(t, h))
+	}
+}
+
+// A bad sha256 fails CHECKSUM_MISMATCH and leaves nothing under images/.
+func TestTaskPullImageBadChecksum(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := taskAgent(t, f)
+	requireKind(t, f, KindPullImage)
+	srv := startImageServer(t, 1<<20, 1<<20, 0)
+	id := newID()
+	f.sendTask(t, pullTask(id, srv.URL+"/disk.img", "base", strings.Repeat("ab", 32), time.Minute))
+	st := f.waitTerminal(t, id)
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_FAILED || reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_CHECKSUM_MISMATCH {
+		t.Errorf("pull with a wrong sha256: %v; want FAILED CHECKSUM_MISMATCH", st)
+	}
+	if left := imagesLeft(t, h); len(left) > 0 {
+		t.Errorf("images/ holds %v after a failed pull; want nothing", left)
+	}
+}
+
+// A cancel mid-pull: CANCELLED and no partial file under images/.
+func TestTaskPullImageCancel(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := taskAgent(t, f)
+	requireKind(t, f, KindPullImage)
+	srv := startImageServer(t, 64<<20, 256<<10, 50*time.Millisecond)
+	id := newID()
+	f.sendTask(t, pullTask(id, srv.URL+"/disk.img", "base", "", 10*time.Minute))
+	f.waitPhase(t, id, directorv1.TaskPhase_TASK_PHASE_RUNNING)
+	// bytes are on disk: the partial file exists
+	deadline := time.Now().Add(10 * time.Second)
+	for len(imagesLeft(t, h)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(imagesLeft(t, h)) == 0 {
+		t.Fatal("no partial file under images/ while pulling")
+	}
+	f.push(t, &directorv1.SessionResponse{Msg: &directorv1.SessionResponse_CancelTask{CancelTask: &directorv1.CancelTask{TaskId: id}}})
+	st := f.waitTerminal(t, id)
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_CANCELLED {
+		t.Errorf("pull after a cancel: %v; want CANCELLED", st)
+	}
+	if left := imagesLeft(t, h); len(left) > 0 {
+		t.Errorf("images/ holds %v after a cancelled pull; want nothing", left)
+	}
+	// a cancel of an unknown or ended task is ignored
+	f.push(t, &directorv1.SessionResponse{Msg: &directorv1.SessionResponse_CancelTask{CancelTask: &directorv1.CancelTask{TaskId: id}}})
+	f.push(t, &directorv1.SessionResponse{Msg: &directorv1.SessionResponse_CancelTask{CancelTask: &directorv1.CancelTask{TaskId: newID()}}})
+	time.Sleep(100 * time.Millisecond)
+	if n := len(f.of(id)); f.of(id)[n-1].GetPhase() != directorv1.TaskPhase_TASK_PHASE_CANCELLED {
+		t.Errorf("a status after the terminal one: %v", f.of(id)[n-1])
+	}
+}
+
+// A 200 ms deadline passes mid-pull: FAILED DEADLINE_EXCEEDED, nothing
+// left under images/.
+func TestTaskDeadlineExceeded(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := taskAgent(t, f)
+	requireKind(t, f, KindPullImage)
+	srv := startImageServer(t, 64<<20, 256<<10, 50*time.Millisecond)
+	id := newID()
+	start := time.Now()
+	f.sendTask(t, pullTask(id, srv.URL+"/disk.img", "base", "", 200*time.Millisecond))
+	st := f.waitTerminal(t, id)
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_FAILED || reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_DEADLINE_EXCEEDED {
+		t.Errorf("pull past its deadline: %v; want FAILED DEADLINE_EXCEEDED", st)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("the deadline failure came after %s; want about 200 ms", took)
+	}
+	if left := imagesLeft(t, h); len(left) > 0 {
+		t.Errorf("images/ holds %v after the deadline; want nothing", left)
+	}
+}
+
+// A task redelivered after a reconnect (the director resends it on
+// Register) runs once: one download; its statuses go on across the
+// sessions with growing seqs, and a later redelivery gets the last
+// status again.
+func TestTaskRedeliveredRunsOnce(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	srv := startImageServer(t, 8<<20, 512<<10, 60*time.Millisecond)
+	id := newID()
+	task := pullTask(id, srv.URL+"/disk.img", "base", srv.sha(), time.Minute)
+	f.onRegister = func(n int) []*directorv1.SessionResponse {
+		if n == 1 {
+			return nil
+		}
+		return []*directorv1.SessionResponse{{Msg: &directorv1.SessionResponse_Task{Task: task}}}
+	}
+	taskAgent(t, f)
+	requireKind(t, f, KindPullImage)
+	f.sendTask(t, task)
+	f.waitPhase(t, id, directorv1.TaskPhase_TASK_PHASE_RUNNING)
+	f.cutSession()
+	f.waitSessions(t, 2)
+	st := f.waitTerminal(t, id)
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED {
+		t.Fatalf("redelivered pull: %v; want SUCCEEDED", st)
+	}
+	if n := srv.requests.Load(); n != 1 {
+		t.Errorf("%d downloads; want 1", n)
+	}
+	var last uint64
+	for _, s := range f.of(id) {
+		if s.GetSeq() < last {
+			t.Errorf("seq %d after %d", s.GetSeq(), last)
+		}
+		last = s.GetSeq()
+	}
+	// once more, after it ended: the terminal status again, no run
+	before := len(f.of(id))
+	f.sendTask(t, task)
+	f.wait(t, "the last status resent", func() bool { return len(f.ofLocked(id)) > before })
+	if again := f.of(id)[before]; again.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED || again.GetSeq() != st.GetSeq() {
+		t.Errorf("redelivery after the end: %v; want the terminal status (seq %d) again", again, st.GetSeq())
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := srv.requests.Load(); n != 1 {
+		t.Errorf("%d downloads after the redelivery; want 1", n)
+	}
+}
+
+// Tasks a previous process left Queued or Running fail AGENT_RESTARTED
+// when Run starts (seq after the journalled one), and are never run again.
+func TestTaskAgentRestarted(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := testHost(t)
+	prepareAgent(t, f, h)
+	j, err := openJournal(TasksDir(h.Layout), testLog(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := startImageServer(t, 1<<20, 1<<20, 0)
+	id, done := newID(), newID()
+	task := pullTask(id, srv.URL+"/disk.img", "base", "", time.Minute)
+	for _, c := range []struct {
+		id    string
+		phase directorv1.TaskPhase
+	}{{id, directorv1.TaskPhase_TASK_PHASE_RUNNING}, {done, directorv1.TaskPhase_TASK_PHASE_SUCCEEDED}} {
+		if _, err := j.create(&jrecord{ID: c.id, Kind: KindPullImage, ReceivedAt: time.Now()},
+			&directorv1.TaskStatus{TaskId: c.id, Seq: 2, Phase: c.phase}, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.onRegister = func(n int) []*directorv1.SessionResponse {
+		return []*directorv1.SessionResponse{{Msg: &directorv1.SessionResponse_Task{Task: task}}}
+	}
+	startRun(t, h, RunOptions{})
+	st := f.waitTerminal(t, id)
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_FAILED || reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_AGENT_RESTARTED || st.GetSeq() != 3 {
+		t.Errorf("interrupted task: %v; want FAILED AGENT_RESTARTED seq 3", st)
+	}
+	// the ended one is resent as it was (ended within the hour)
+	if got := f.waitPhase(t, done, directorv1.TaskPhase_TASK_PHASE_SUCCEEDED); got.GetSeq() != 2 {
+		t.Errorf("ended task resent as %v; want its SUCCEEDED seq 2", got)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := srv.requests.Load(); n != 0 {
+		t.Errorf("the interrupted task was run again: %d downloads", n)
+	}
+	for _, s := range f.of(id) {
+		if s.GetPhase() != directorv1.TaskPhase_TASK_PHASE_FAILED {
+			t.Errorf("status %v of the interrupted task; want only FAILED", s)
+		}
+	}
+}
+
+// collect-diagnostics: the bundle goes as TaskData in order, at most 4
+// chunks unacknowledged; Succeeded after the last ack with its size and
+// sha256; the file is gone after.
+func TestTaskCollectDiagnostics(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := taskAgent(t, f)
+	f.waitSessions(t, 1)
+	id := newID()
+	f.sendTask(t, &directorv1.Task{Id: id, DeadlineInMs: 60000, Kind: &directorv1.Task_CollectDiagnostics{CollectDiagnostics: &directorv1.CollectDiagnostics{}}})
+	st := f.waitTerminal(t, id)
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED {
+		t.Fatalf("collect-diagnostics: %v; want SUCCEEDED", st)
+	}
+	f.mu.Lock()
+	var bundle []byte
+	for _, d := range f.data {
+		if d.GetTaskId() != id {
+			continue
+		}
+		if d.GetOffset() != uint64(len(bundle)) {
+			t.Errorf("chunk at %d; want %d", d.GetOffset(), len(bundle))
+		}
+		if len(d.GetData()) > diagChunk {
+			t.Errorf("chunk of %d bytes; want at most %d", len(d.GetData()), diagChunk)
+		}
+		bundle = append(bundle, d.GetData()...)
+	}
+	f.mu.Unlock()
+	sum := sha256.Sum256(bundle)
+	res := st.GetResult().GetDiagnostics()
+	if res.GetSizeBytes() != int64(len(bundle)) || res.GetSha256() != hex.EncodeToString(sum[:]) || len(bundle) == 0 {
+		t.Errorf("result %v; want the %d bytes sent and their sha256", res, len(bundle))
+	}
+	ents, _ := os.ReadDir(filepath.Join(h.Layout.AgentStateDir(), "diag"))
+	if len(ents) != 0 {
+		t.Errorf("diag dir holds %d files after the transfer; want none", len(ents))
+	}
+}
+
+// Without acks the transfer stops after 4 chunks in flight and the task
+// does not succeed.
+func TestSendDataWindow(t *testing.T) {
+	t.Parallel()
+	out := newOutbox()
+	tr := newTaskRunner(context.Background(), nil, testLog(t), nil, out, newSessionCtl(), time.Now)
+	lt := &liveTask{id: newID()}
+	data := make([]byte, 10*diagChunk+5)
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	env := &taskEnv{Progress: func(int64, int64, string) {}}
+	go func() { errc <- tr.sendData(ctx, env, lt, data) }()
+	time.Sleep(100 * time.Millisecond)
+	sent := out.take()
+	if len(sent) != diagInFlight {
+		t.Fatalf("%d chunks sent without an ack; want %d", len(sent), diagInFlight)
+	}
+	// an ack of the first two frees two more
+	tr.mu.Lock()
+	tr.live[lt.id] = lt
+	tr.mu.Unlock()
+	tr.dataAck(&directorv1.TaskDataAck{TaskId: lt.id, Offset: 2 * diagChunk})
+	time.Sleep(100 * time.Millisecond)
+	if more := out.take(); len(more) != 2 || more[0].GetTaskData().GetOffset() != 4*diagChunk {
+		t.Errorf("after an ack of 2 chunks: %d more, first at %d; want 2 from %d", len(more), more[0].GetTaskData().GetOffset(), 4*diagChunk)
+	}
+	// a new session: what was not acked goes again
+	tr.registeredSessions()
+	time.Sleep(100 * time.Millisecond)
+	if again := out.take(); len(again) != diagInFlight || again[0].GetTaskData().GetOffset() != 2*diagChunk {
+		t.Errorf("after a new session: %d chunks from %d; want %d from %d", len(again), again[0].GetTaskData().GetOffset(), diagInFlight, 2*diagChunk)
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Errorf("sendData after cancel: %v", err)
+	}
+}
