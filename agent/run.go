@@ -32,6 +32,9 @@ type RunOptions struct {
 	MinBackoff, MaxBackoff time.Duration
 	// DialContext dials the director (default: a net.Dialer).
 	DialContext DialFunc
+
+	// control, when set, gets the session control the tasks get (tests).
+	control func(sessionControl)
 }
 
 // renewRetry is the wait after a failed renewal before the next try (the
@@ -89,6 +92,9 @@ func Run(ctx context.Context, h *host.Host, opts RunOptions) error {
 	defer cancel()
 	r.tasks = newTaskRunner(ctx, h, r.log, j, r.out, r.ctl, r.now)
 	r.tasks.failInterrupted()
+	if opts.control != nil {
+		opts.control(r.ctl)
+	}
 	r.inv = newInventory(h.VMs, h.Layout, r.log)
 	r.bg.Go(func() { r.tasks.run(ctx) })
 	r.bg.Go(func() { r.inv.Run(ctx) })

@@ -146,6 +146,9 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 	// recent tasks go again
 	r.out.dropInventory()
 	r.tasks.registered()
+	if _, due := r.ctl.restartDue(dialedAt); due {
+		r.ctl.wake()
+	}
 	if err := r.sendReport(ctx, stream); err != nil {
 		return r.ended(true, sendError(sctx, err, recv))
 	}
@@ -167,11 +170,13 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 			sayGoodbye(stream, "agent stopping")
 			awaitEnd(recv)
 			return sessionEnd{registered: true}
-		case reason := <-r.ctl.restart:
-			r.log.Info("ending the director session on a task's request", "reason", reason)
-			sayGoodbye(stream, reason)
-			awaitEnd(recv)
-			return sessionEnd{registered: true, restart: true, err: fmt.Errorf("session ended on purpose: %s", reason)}
+		case <-r.ctl.restart:
+			if reason, due := r.ctl.restartDue(dialedAt); due {
+				r.log.Info("ending the director session on a task's request", "reason", reason)
+				sayGoodbye(stream, reason)
+				awaitEnd(recv)
+				return sessionEnd{registered: true, restart: true, err: fmt.Errorf("session ended on purpose: %s", reason)}
+			}
 		case <-r.out.ready:
 			for _, m := range r.out.take() {
 				if err := stream.Send(m); err != nil {
@@ -260,10 +265,12 @@ func (r *runner) resync(ctx context.Context, rs *directorv1.Resync) {
 // sessionCtl is the runner's sessionControl: what tasks may ask of the
 // session (apply-network's trial). Safe for concurrent use.
 type sessionCtl struct {
-	restart chan string // cap 1
-	fast    atomic.Bool // reconnect every 1 s until a session is up
+	restart chan struct{} // cap 1: a restart was asked for
+	fast    atomic.Bool   // reconnect every 1 s until a session is up
 
-	mu      sync.Mutex
+	mu        sync.Mutex
+	restartAt time.Time // the last Restart: sessions dialled before it end
+	reason    string
 	waiters int
 	isUp    bool
 	dialed  time.Time // of the session up
@@ -272,16 +279,28 @@ type sessionCtl struct {
 }
 
 func newSessionCtl() *sessionCtl {
-	return &sessionCtl{restart: make(chan string, 1), changed: make(chan struct{})}
+	return &sessionCtl{restart: make(chan struct{}, 1), changed: make(chan struct{})}
+}
+
+// restartDue says whether the session dialled at dialed must end for a
+// Restart (one asked for after it was dialled; a later session is the
+// new one that was asked for).
+func (c *sessionCtl) restartDue(dialed time.Time) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reason, !c.restartAt.IsZero() && !c.restartAt.Before(dialed)
 }
 
 // Restart ends the current session with a Goodbye and dials again at
 // once, then every second until a session is up.
 func (c *sessionCtl) Restart(reason string) {
 	c.fast.Store(true)
+	c.mu.Lock()
+	c.restartAt, c.reason = time.Now(), reason
+	c.mu.Unlock()
 	c.down()
 	select {
-	case c.restart <- reason:
+	case c.restart <- struct{}{}:
 	default: // one is asked for already
 	}
 }
@@ -515,5 +534,12 @@ func (r *runner) renew(ctx context.Context, ac directorv1connect.AgentServiceCli
 func (r *runner) directorsFrom(addrs []string) {
 	if len(addrs) > 0 {
 		r.log.Debug("director addresses", "addrs", addrs)
+	}
+}
+
+func (c *sessionCtl) wake() {
+	select {
+	case c.restart <- struct{}{}:
+	default:
 	}
 }

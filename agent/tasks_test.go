@@ -710,3 +710,101 @@ func TestSendDataWindow(t *testing.T) {
 		t.Errorf("sendData after cancel: %v", err)
 	}
 }
+
+// sessionControl: Restart ends the session with a Goodbye and dials again
+// at once; WaitUp returns only for a session dialled after its since,
+// once Registered and heartbeat-acknowledged, with that connection's
+// local address.
+func TestSessionControlRestartWaitUp(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := testHost(t)
+	prepareAgent(t, f, h)
+	ctlc := make(chan sessionControl, 1)
+	var dials atomic.Int64
+	startRun(t, h, RunOptions{MinBackoff: 5 * time.Second, MaxBackoff: 10 * time.Second, DialContext: countingDial(&dials),
+		control: func(c sessionControl) { ctlc <- c }})
+	ctl := <-ctlc
+	f.waitSessions(t, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	first, err := ctl.WaitUp(ctx, time.Time{})
+	if err != nil || !strings.HasPrefix(first, "127.0.0.1:") {
+		t.Fatalf("WaitUp for any session: %q, %v; want the first one's local address", first, err)
+	}
+	since := time.Now()
+	// not up yet: the session now was dialled before since
+	short, cancelShort := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancelShort()
+	if _, err := ctl.WaitUp(short, since); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitUp for a session after since, none dialled: %v; want the deadline", err)
+	}
+	start := time.Now()
+	ctl.Restart("network changed")
+	addr, err := ctl.WaitUp(ctx, since)
+	if err != nil {
+		t.Fatalf("WaitUp after Restart: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("a new session came up %s after Restart; want at once, not after the 5 s backoff", took)
+	}
+	if addr == first || !strings.HasPrefix(addr, "127.0.0.1:") {
+		t.Errorf("new session's local address %q; want a new connection's (the old was %q)", addr, first)
+	}
+	f.mu.Lock()
+	n := f.sessions
+	f.mu.Unlock()
+	if n != 2 || dials.Load() != 2 {
+		t.Errorf("%d sessions, %d dials after one Restart; want 2 and 2", n, dials.Load())
+	}
+}
+
+// Four tasks run at once and 64 wait; one more is BUSY at once. The
+// queue is FIFO: the first waiting task is the next to run.
+func TestTaskQueueBusy(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	taskAgent(t, f)
+	requireKind(t, f, KindPullImage)
+	release := make(chan struct{})
+	var started atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		started.Add(1)
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		http.Error(w, "gone", http.StatusGone)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	var ids []string
+	for i := range taskWorkers + taskQueueMax + 1 {
+		id := newID()
+		ids = append(ids, id)
+		f.sendTask(t, pullTask(id, srv.URL+"/x", fmt.Sprintf("img%d", i), "", time.Minute))
+	}
+	last := ids[len(ids)-1]
+	st := f.waitTerminal(t, last)
+	if reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_BUSY {
+		t.Errorf("task %d: %v; want FAILED BUSY", len(ids), st)
+	}
+	for _, id := range ids[:taskWorkers] {
+		f.waitPhase(t, id, directorv1.TaskPhase_TASK_PHASE_RUNNING)
+	}
+	// (the vm package serialises pulls on its store lock: one downloads)
+	if n := started.Load(); n < 1 {
+		t.Errorf("%d downloads running; want one", n)
+	}
+	for _, id := range ids[taskWorkers : len(ids)-1] {
+		if s := f.of(id); len(s) != 1 || s[0].GetPhase() != directorv1.TaskPhase_TASK_PHASE_QUEUED {
+			t.Fatalf("waiting task: %v; want only QUEUED", s)
+		}
+	}
+	// one running task cancelled: the first waiting one runs next
+	f.push(t, &directorv1.SessionResponse{Msg: &directorv1.SessionResponse_CancelTask{CancelTask: &directorv1.CancelTask{TaskId: ids[0]}}})
+	f.waitPhase(t, ids[taskWorkers], directorv1.TaskPhase_TASK_PHASE_RUNNING)
+	if s := f.of(ids[taskWorkers+1]); len(s) != 1 {
+		t.Errorf("the second waiting task ran before the first: %v", s)
+	}
+}
