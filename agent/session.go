@@ -271,11 +271,11 @@ type sessionCtl struct {
 	mu        sync.Mutex
 	restartAt time.Time // the last Restart: sessions dialled before it end
 	reason    string
-	waiters int
-	isUp    bool
-	dialed  time.Time // of the session up
-	addr    string
-	changed chan struct{} // closed and replaced at every change
+	waiters   int
+	isUp      bool
+	dialed    time.Time // of the session up
+	addr      string
+	changed   chan struct{} // closed and replaced at every change
 }
 
 func newSessionCtl() *sessionCtl {
