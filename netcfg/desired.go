@@ -244,8 +244,19 @@ func Admit(cfg *Config, live *State, opts ValidateOptions) (*Config, error) {
 // ApplyDesired wrote for it): otherwise nothing is confirmed, since
 // network.yaml would not follow the kept network.
 func ConfirmDesired(ctx context.Context, layout paths.Layout) error {
+	return confirmDesired(ctx, layout, nil)
+}
+
+// confirmDesired is ConfirmDesired with a check of the pending try (nil:
+// any) before the tried file's.
+func confirmDesired(ctx context.Context, layout paths.Layout, first func(*Pending) error) error {
 	pendingFile := DesiredPendingFile(layout)
 	check := func(p *Pending) error {
+		if first != nil {
+			if err := first(p); err != nil {
+				return err
+			}
+		}
 		data, err := os.ReadFile(pendingFile)
 		if errors.Is(err, fs.ErrNotExist) {
 			return &TriedFileError{ID: p.ID, Path: pendingFile, Desired: DesiredFile(layout), Missing: true}

@@ -314,7 +314,11 @@ func confirm(ctx context.Context, layout paths.Layout, check func(*Pending) erro
 // Rollback restores the pending try's snapshot now and removes the record.
 // When the restore fails the record stays, with the error, so that the
 // watchdog tries again at the deadline and Rollback can be run again.
-func Rollback(ctx context.Context, layout paths.Layout) error {
+func Rollback(ctx context.Context, layout paths.Layout) error { return rollback(ctx, layout, nil) }
+
+// rollback is Rollback with a hook run under the lock: check may refuse
+// the try before anything changes.
+func rollback(ctx context.Context, layout paths.Layout, check func(*Pending) error) error {
 	path := PendingPath(layout)
 	unlock, err := tryLockCtx(ctx, path)
 	if err != nil {
@@ -327,6 +331,11 @@ func Rollback(ctx context.Context, layout paths.Layout) error {
 	}
 	if err != nil {
 		return fmt.Errorf("rollback: %w", err)
+	}
+	if check != nil {
+		if err := check(p); err != nil {
+			return fmt.Errorf("rollback: %w", err)
+		}
 	}
 	if err := p.restore(context.WithoutCancel(ctx), nil, path); err != nil {
 		p.RollbackError = err.Error()
