@@ -34,6 +34,31 @@ type Config struct {
 	Pin string `json:"pin" yaml:"pin"`
 	// NodeID is the node's id, the UUID in its certificate's URI SAN.
 	NodeID string `json:"nodeID" yaml:"nodeID"`
+	// Directors are more host:port addresses of the same director (its
+	// replicas, as the director names them: Registered and Directors
+	// messages). The agent tries them and Director in turn; optional.
+	Directors []string `json:"directors,omitempty" yaml:"directors,omitempty"`
+}
+
+// Addrs is every director address to try: Director first, then the
+// others, each once.
+func (c *Config) Addrs() []string {
+	out := []string{c.Director}
+	seen := map[string]bool{c.Director: true}
+	for _, a := range c.Directors {
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// validAddr is the rule for director addresses: host:port, an IPv6 host
+// in brackets.
+func validAddr(a string) bool {
+	h, p, err := net.SplitHostPort(a)
+	return err == nil && h != "" && p != ""
 }
 
 // Host is the director's host name or address without port or brackets.
@@ -97,8 +122,13 @@ func (c *Config) validate() error {
 	if c.Kind != ConfigKind {
 		add("kind", c.Kind, "want "+ConfigKind)
 	}
-	if h, p, err := net.SplitHostPort(c.Director); err != nil || h == "" || p == "" {
+	if !validAddr(c.Director) {
 		add("director", c.Director, "must be host:port (an IPv6 host in brackets)")
+	}
+	for i, a := range c.Directors {
+		if !validAddr(a) {
+			add(fmt.Sprintf("directors[%d]", i), a, "must be host:port (an IPv6 host in brackets)")
+		}
 	}
 	if !validPin(c.Pin) {
 		add("pin", c.Pin, "must be sha256: and 64 lowercase hex digits")

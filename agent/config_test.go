@@ -2,6 +2,7 @@ package agent
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -26,6 +27,9 @@ func TestDecodeConfig(t *testing.T) {
 		{"bad pin", strings.Replace(good, goodPin, "sha256:XYZ", 1), "pin"},
 		{"bad node id", strings.Replace(good, testNodeID, "node-1", 1), "nodeID"},
 		{"node id a number", strings.Replace(good, testNodeID, "12", 1), "nodeID"},
+		{"directors", good + "directors: [d2.example:9443, '[2001:db8::2]:9443']\n", ""},
+		{"director list entry without port", good + "directors: [d2.example:9443, d3.example]\n", `directors[1]: must be host:port (an IPv6 host in brackets) (got "d3.example")`},
+		{"directors not a list", good + "directors: d2.example:9443\n", "directors"},
 		{"empty", "", "empty file"},
 		{"two documents", good + "---\n" + good, "more than one document"},
 	}
@@ -53,7 +57,8 @@ func TestDecodeConfig(t *testing.T) {
 
 func TestConfigRoundTrip(t *testing.T) {
 	t.Parallel()
-	c := &Config{APIVersion: ConfigAPIVersion, Kind: ConfigKind, Director: "[2001:db8::1]:9443", Pin: goodPin, NodeID: testNodeID}
+	c := &Config{APIVersion: ConfigAPIVersion, Kind: ConfigKind, Director: "[2001:db8::1]:9443", Pin: goodPin, NodeID: testNodeID,
+		Directors: []string{"10.0.0.2:9443", "[2001:db8::2]:9443"}}
 	b, err := MarshalConfig(c)
 	if err != nil {
 		t.Fatal(err)
@@ -62,7 +67,7 @@ func TestConfigRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatalf("DecodeConfig(MarshalConfig): %v\n%s", err, b)
 	}
-	if *got != *c {
+	if !reflect.DeepEqual(got, c) {
 		t.Errorf("round trip: got %+v; want %+v", got, c)
 	}
 	if got.Host() != "2001:db8::1" {

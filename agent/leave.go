@@ -44,7 +44,7 @@ func leave(ctx context.Context, h *host.Host, local bool, dial DialFunc) error {
 		if err != nil {
 			return err
 		}
-		client, tr := newClient(id.mtlsConfig(time.Now), dial)
+		client, tr := newClient(id.mtlsConfig(time.Now, id.cfg.Host()), dial)
 		defer tr.CloseIdleConnections()
 		ac := directorv1connect.NewAgentServiceClient(client, baseURL(id.cfg.Director), clientOptions()...)
 		cctx, cancel := context.WithTimeout(ctx, leaveTimeout)

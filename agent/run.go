@@ -132,6 +132,8 @@ type runner struct {
 	nextRenewTry time.Time // after a failed renewal
 	recErr       bool      // a record write failed (logged once)
 	revokedWhy   string    // the reason of the director's Revoked message, if one came
+	rot          rotation  // the director addresses
+	addr         string    // the one dialled now
 
 	// shared with the tasks' and the inventory's goroutines
 	out   *outbox
@@ -190,6 +192,10 @@ func (r *runner) record(f func(rc *record)) {
 
 func (r *runner) loop(ctx context.Context) error {
 	r.record(func(rc *record) { rc.CertNotAfter = r.id.leaf.NotAfter.UTC() })
+	r.rot.set(r.id.cfg.Addrs())
+	if n := len(r.rot.addrs); n > 1 {
+		r.rot.i = r.rnd.IntN(n) // a fleet spreads over the replicas
+	}
 	for {
 		if ctx.Err() != nil {
 			return r.stopped()
@@ -197,21 +203,35 @@ func (r *runner) loop(ctx context.Context) error {
 		if now := r.now(); !now.Before(r.id.leaf.NotAfter) {
 			return r.refused(AlertExpired, fmt.Sprintf("certificate serial %s expired at %s (by this host's clock)", serialOf(r.id.leaf), r.id.leaf.NotAfter.UTC().Format(time.RFC3339)))
 		}
-		r.record(func(rc *record) { rc.State, rc.NextRetry = StateConnecting, time.Time{} })
+		r.addr = r.rot.current()
+		r.record(func(rc *record) { rc.State, rc.Director, rc.NextRetry = StateConnecting, r.addr, time.Time{} })
 		end := r.session(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return r.stopped()
 		case end.refusal != "":
 			return r.refused(end.refusal, end.reason)
-		case end.renewed, end.restart:
+		case end.renewed:
+			r.bo.reset()
+			continue
+		case end.restart:
+			r.rot.ended(true)
 			r.bo.reset()
 			continue
 		}
+		roundFailed := r.rot.ended(end.registered)
 		if end.registered {
 			r.bo.reset()
 		}
-		wait := max(r.bo.next(), min(end.retryAfter, r.bo.max))
+		var wait time.Duration
+		if end.registered || roundFailed {
+			wait = r.bo.next()
+		} else {
+			// another address is left in this round: the backoff grows
+			// only once all have failed
+			wait = jitter(r.bo.min, backoffJitter, r.rnd.Float64())
+		}
+		wait = max(wait, min(end.retryAfter, r.bo.max))
 		if r.ctl.fast.Load() {
 			// a task waits for a session over a changed network: every
 			// second, no backoff growth
@@ -221,7 +241,7 @@ func (r *runner) loop(ctx context.Context) error {
 		next := time.Now().Add(wait)
 		msg := end.err.Error()
 		r.record(func(rc *record) { rc.State, rc.LastError, rc.NextRetry = StateBackoff, msg, next.UTC() })
-		r.log.Warn("director session ended; reconnecting", "director", r.id.cfg.Director, "err", end.err, "in", wait.Round(time.Millisecond))
+		r.log.Warn("director session ended; reconnecting", "director", r.addr, "next", r.rot.current(), "err", end.err, "in", wait.Round(time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -234,7 +254,7 @@ func (r *runner) loop(ctx context.Context) error {
 
 func (r *runner) stopped() error {
 	r.record(func(rc *record) { rc.State, rc.NextRetry = StateStopped, time.Time{} })
-	r.log.Info("agent stopped", "director", r.id.cfg.Director)
+	r.log.Info("agent stopped", "director", r.addr)
 	return nil
 }
 

@@ -64,7 +64,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 	if dial == nil {
 		dial = (&net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	}
-	client, tr := newClient(id.mtlsConfig(r.now), func(ctx context.Context, network, addr string) (net.Conn, error) {
+	client, tr := newClient(id.mtlsConfig(r.now, hostOf(r.addr)), func(ctx context.Context, network, addr string) (net.Conn, error) {
 		c, err := dial(ctx, network, addr)
 		if err == nil {
 			localAddr.Store(c.LocalAddr().String())
@@ -72,7 +72,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 		return c, err
 	})
 	defer tr.CloseIdleConnections()
-	ac := directorv1connect.NewAgentServiceClient(client, baseURL(id.cfg.Director), clientOptions()...)
+	ac := directorv1connect.NewAgentServiceClient(client, baseURL(r.addr), clientOptions()...)
 	facts, caps := r.view.facts(ctx)
 	kinds := taskKinds(caps, os.Geteuid())
 	r.tasks.setKinds(kinds)
@@ -121,7 +121,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 		case <-ctx.Done():
 			return sessionEnd{}
 		case <-regT.C:
-			return r.ended(false, fmt.Errorf("director %s: no answer to Register within %s", id.cfg.Director, registerTimeout))
+			return r.ended(false, fmt.Errorf("director %s: no answer to Register within %s", r.addr, registerTimeout))
 		case m := <-recv:
 			if m.err != nil {
 				return r.ended(false, m.err)
@@ -138,7 +138,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 	hbEvery := interval(reg.GetHeartbeatIntervalMs(), defaultHeartbeat)
 	repEvery := interval(reg.GetReportIntervalMs(), defaultReport)
 	r.record(func(rc *record) { rc.State, rc.LastError, rc.NextRetry = StateConnected, "", time.Time{} })
-	r.log.Info("director session open", "director", id.cfg.Director, "node", id.cfg.NodeID, "serial", serialOf(id.leaf),
+	r.log.Info("director session open", "director", r.addr, "node", id.cfg.NodeID, "serial", serialOf(id.leaf),
 		"heartbeat", hbEvery, "report", repEvery, "renewAt", r.renewAt.UTC().Format(time.RFC3339))
 
 	// what a new session owes the director: the inventories queued for
@@ -203,7 +203,7 @@ func (r *runner) session(ctx context.Context) sessionEnd {
 				r.log.Warn("certificate renewal failed; the current one serves until it is retried", "err", err, "retry", renewRetry, "notAfter", id.leaf.NotAfter)
 			}
 			if quiet := time.Since(lastHeard); quiet > silence {
-				return r.ended(true, fmt.Errorf("director %s: no answer for %s", id.cfg.Director, quiet.Round(time.Second)))
+				return r.ended(true, fmt.Errorf("director %s: no answer for %s", r.addr, quiet.Round(time.Second)))
 			}
 			seq++
 			if err := stream.Send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Heartbeat{Heartbeat: &directorv1.Heartbeat{Seq: seq}}}); err != nil {
@@ -385,7 +385,7 @@ func awaitEnd(recv <-chan received) {
 }
 
 func (r *runner) goodbyeFrom(registered bool, g *directorv1.Goodbye) sessionEnd {
-	return sessionEnd{registered: registered, err: fmt.Errorf("director %s said goodbye: %s", r.id.cfg.Director, g.GetReason()),
+	return sessionEnd{registered: registered, err: fmt.Errorf("director %s said goodbye: %s", r.addr, g.GetReason()),
 		retryAfter: time.Duration(g.GetReconnectAfterMs()) * time.Millisecond}
 }
 
@@ -530,13 +530,7 @@ func (r *runner) renew(ctx context.Context, ac directorv1connect.AgentServiceCli
 	return nil
 }
 
-// directorsFrom takes the director addresses a director gave.
-func (r *runner) directorsFrom(addrs []string) {
-	if len(addrs) > 0 {
-		r.log.Debug("director addresses", "addrs", addrs)
-	}
-}
-
+// wake makes the session loop look at restartDue.
 func (c *sessionCtl) wake() {
 	select {
 	case c.restart <- struct{}{}:

@@ -43,6 +43,9 @@ type fakeSessions struct {
 	onRegister func(n int) []*directorv1.SessionResponse
 	// noAck: TaskData is not acknowledged
 	noAck atomic.Bool
+	// directors is Registered.directors
+	directors []string
+	srv       *httptest.Server
 
 	mu       sync.Mutex
 	changed  chan struct{}
@@ -56,7 +59,14 @@ type fakeSessions struct {
 
 func startFakeSessions(t *testing.T) *fakeSessions {
 	t.Helper()
-	f := &fakeSessions{ca: newTestCA(t), changed: make(chan struct{})}
+	return startFakeSessionsCA(t, newTestCA(t))
+}
+
+// startFakeSessionsCA is a fake director of ca: several of one CA are
+// replicas of one director.
+func startFakeSessionsCA(t *testing.T, ca *testCA) *fakeSessions {
+	t.Helper()
+	f := &fakeSessions{ca: ca, changed: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.Handle(directorv1connect.NewAgentServiceHandler(f))
 	srv := httptest.NewUnstartedServer(mux)
@@ -65,7 +75,15 @@ func startFakeSessions(t *testing.T) *fakeSessions {
 	srv.StartTLS()
 	t.Cleanup(srv.Close)
 	f.addr = srv.Listener.Addr().String()
+	f.srv = srv
 	return f
+}
+
+// kill is a replica that dies: its listener and connections go.
+func (f *fakeSessions) kill() {
+	f.srv.Listener.Close()
+	f.cutSession()
+	f.srv.CloseClientConnections()
 }
 
 func (f *fakeSessions) notify() {
@@ -97,7 +115,7 @@ func (f *fakeSessions) Session(ctx context.Context, st *connect.BidiStream[direc
 		return st.Send(m)
 	}
 	if err := out(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Registered{Registered: &directorv1.Registered{
-		NodeId: testNodeID, HeartbeatIntervalMs: 50, ReportIntervalMs: 60000}}}); err != nil {
+		NodeId: testNodeID, HeartbeatIntervalMs: 50, ReportIntervalMs: 60000, Directors: f.directors}}}); err != nil {
 		return err
 	}
 	if f.onRegister != nil {

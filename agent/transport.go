@@ -49,15 +49,16 @@ func newClient(tc *tls.Config, dial DialFunc) (*http.Client, *http.Transport) {
 }
 
 // mtlsConfig trusts the director's root CA (ca.pem) and nothing else, for
-// the director's host as server name, and presents the node's
+// serverName (the host dialled: each replica's certificate names its own
+// address; the pin is the shared root), and presents the node's
 // certificate.
-func (id *identity) mtlsConfig(now func() time.Time) *tls.Config {
+func (id *identity) mtlsConfig(now func() time.Time, serverName string) *tls.Config {
 	roots := x509.NewCertPool()
 	roots.AddCert(id.root)
 	cert := id.cert
 	return &tls.Config{
 		RootCAs:    roots,
-		ServerName: id.cfg.Host(),
+		ServerName: serverName,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			return &cert, nil
 		},
