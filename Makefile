@@ -46,8 +46,8 @@ install: build-deps build ## install binaries, the PAM service, the admin group 
 	install -d /usr/local/share/doc/virtcon && install -m 0644 docs/*.md /usr/local/share/doc/virtcon/
 	@if [ -d /run/systemd/system ]; then systemctl daemon-reload; echo "DCUI on tty1 after: systemctl restart getty@tty1; serial: systemctl enable --now virtcon-dcui-serial@ttyS0"; fi
 
-# nfpm builds the .deb; from the Go module proxy, pinned (not in go.mod: no program links it)
-NFPM ?= $(GO) run github.com/goreleaser/nfpm/v2/cmd/nfpm@v2.45.2
+# nfpm builds the .deb; from the Go module proxy, pinned, fetched with retries (not in go.mod: no program links it)
+NFPM ?= GO=$(GO) scripts/nfpm.sh
 
 deb: build ## build dist/virtcon_<version>_amd64.deb: binaries, man pages, completions, PAM, units, conffiles (nfpm)
 	rm -rf dist && mkdir -p dist
