@@ -43,10 +43,7 @@ func (tr *taskRunner) exec(ctx context.Context, env *taskEnv, lt *liveTask) (*di
 	case *directorv1.Task_PullImage:
 		return execPullImage(ctx, env, k.PullImage)
 	case *directorv1.Task_ApplyNetwork:
-		if applyNetworkFunc == nil {
-			break
-		}
-		return applyNetworkFunc(ctx, env, k.ApplyNetwork)
+		return runApplyNetwork(ctx, env, k.ApplyNetwork) // task_network.go
 	case *directorv1.Task_CollectDiagnostics:
 		return tr.execCollectDiagnostics(ctx, env, lt, k.CollectDiagnostics)
 	}
