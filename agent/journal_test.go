@@ -163,3 +163,44 @@ func TestFailureOf(t *testing.T) {
 		t.Errorf("field %v; want spec.cpus, 0, its message", fe)
 	}
 }
+
+// An apply-network a previous process left on trial (its try noted in the
+// journal) is queued again with its try, its seq going on, when the
+// network kind can resume; without that it fails AGENT_RESTARTED like any
+// other.
+func TestResumeNetworkTrial(t *testing.T) {
+	t.Parallel()
+	j, err := openJournal(filepath.Join(t.TempDir(), "tasks"), testLog(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := newID()
+	deadline := time.Now().Add(time.Minute).UTC().Truncate(time.Millisecond)
+	if _, err := j.create(&jrecord{ID: id, Kind: KindApplyNetwork, ReceivedAt: time.Now()},
+		&directorv1.TaskStatus{TaskId: id, Seq: 3, Phase: directorv1.TaskPhase_TASK_PHASE_RUNNING}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if err := j.update(id, nil, time.Now(), func(r *jrecord) { r.TryID, r.TryDeadline = "0123456789abcdef", deadline }); err != nil {
+		t.Fatal(err)
+	}
+	tr := newTaskRunner(context.Background(), nil, testLog(t), j, newOutbox(), newSessionCtl(), time.Now)
+	tr.resume(j.get(id))
+	lt := <-tr.queue
+	if lt.id != id || lt.kind != KindApplyNetwork || lt.seq != 3 || lt.resumed == nil || lt.resumed.ID != "0123456789abcdef" || !lt.resumed.Deadline.Equal(deadline) {
+		t.Errorf("resumed task %+v; want %s apply-network at seq 3 with its try", lt, id)
+	}
+	if d, ok := lt.ctx.Deadline(); !ok || !d.Equal(deadline.Add(resumeGrace)) {
+		t.Errorf("resumed task deadline %v; want the trial's plus %s", d, resumeGrace)
+	}
+	if env := tr.env(lt); env.Resumed != lt.resumed {
+		t.Errorf("the kind's env has no Resumed")
+	}
+	// reopened: the try is in the journal file
+	again, err := openJournal(j.dir, testLog(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := again.get(id); r.TryID != "0123456789abcdef" || !r.TryDeadline.Equal(deadline) {
+		t.Errorf("journalled try %q until %v; want it durable", r.TryID, r.TryDeadline)
+	}
+}

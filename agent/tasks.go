@@ -52,7 +52,26 @@ type taskEnv struct {
 	// Note journals a network trial (durably) before the kind relies on it.
 	Note    func(tryID string, tryDeadline time.Time) error
 	Session sessionControl
+	// Resumed, for an apply-network only, is the trial a previous agent
+	// process began (journalled by Note) and did not end: the kind picks
+	// it up where it was instead of applying anything.
+	Resumed *resumedTry
 }
+
+// resumedTry is a network trial from the journal.
+type resumedTry struct {
+	ID       string
+	Deadline time.Time
+}
+
+// resumesNetwork says that runApplyNetwork handles taskEnv.Resumed (set by
+// task_network.go): only then is an apply-network left on trial by a
+// previous process resumed rather than failed AGENT_RESTARTED.
+var resumesNetwork bool
+
+// resumeGrace is how long past its trial's deadline a resumed
+// apply-network may run (to see the watchdog's rollback).
+const resumeGrace = time.Minute
 
 // sessionControl is what a task may do with the director session.
 type sessionControl interface {
@@ -205,6 +224,7 @@ type liveTask struct {
 	lastProgress time.Time
 	logs         []string
 	ended        bool
+	resumed      *resumedTry
 	acks         chan uint64 // TaskDataAck offsets (collect-diagnostics)
 }
 
@@ -270,6 +290,10 @@ func (tr *taskRunner) setKinds(kinds []string) {
 func (tr *taskRunner) failInterrupted() {
 	now := tr.now()
 	for _, rec := range tr.j.unfinished() {
+		if rec.Kind == KindApplyNetwork && rec.TryID != "" && resumesNetwork && len(tr.queue) < taskQueueMax {
+			tr.resume(rec)
+			continue
+		}
 		st := &directorv1.TaskStatus{TaskId: rec.ID, Seq: rec.Seq + 1, Phase: directorv1.TaskPhase_TASK_PHASE_FAILED,
 			Progress: rec.last.GetProgress(),
 			Failure: &directorv1.TaskFailure{Reason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_AGENT_RESTARTED,
@@ -282,6 +306,24 @@ func (tr *taskRunner) failInterrupted() {
 		tr.log.Warn("task interrupted by an agent restart: failed, not run again", "task", rec.ID, "kind", rec.Kind, "summary", rec.Summary)
 		tr.out.status(st)
 	}
+}
+
+// resume queues an apply-network a previous process left on trial: its
+// seq goes on from the journal's, its deadline is the trial's plus
+// resumeGrace. Called before run, so the queue has room.
+func (tr *taskRunner) resume(rec *jrecord) {
+	ctx, cancel := context.WithDeadline(tr.ctx, rec.TryDeadline.Add(resumeGrace))
+	cctx, ccancel := context.WithCancelCause(ctx)
+	lt := &liveTask{id: rec.ID, kind: KindApplyNetwork, ctx: cctx, received: rec.ReceivedAt, seq: rec.Seq, phase: phaseOf(rec.Phase),
+		t:       &directorv1.Task{Id: rec.ID, DeadlineInMs: time.Until(rec.TryDeadline.Add(resumeGrace)).Milliseconds(), Kind: &directorv1.Task_ApplyNetwork{ApplyNetwork: &directorv1.ApplyNetwork{}}},
+		resumed: &resumedTry{ID: rec.TryID, Deadline: rec.TryDeadline},
+		cancel:  func(cause error) { ccancel(cause); cancel() }}
+	tr.mu.Lock()
+	tr.live[rec.ID] = lt
+	tr.queued++
+	tr.mu.Unlock()
+	tr.log.Warn("network trial of a previous agent process resumed", "task", rec.ID, "try", rec.TryID, "until", rec.TryDeadline)
+	tr.queue <- lt
 }
 
 // run starts the workers and prunes the journal until ctx ends; it
@@ -581,6 +623,7 @@ func (tr *taskRunner) env(lt *liveTask) *taskEnv {
 			return tr.j.update(lt.id, nil, tr.now(), func(r *jrecord) { r.TryID, r.TryDeadline = tryID, tryDeadline.UTC() })
 		},
 		Session: tr.sess,
+		Resumed: lt.resumed,
 	}
 }
 
