@@ -123,29 +123,20 @@ func shortDir(t *testing.T) string {
 }
 
 // serveFake serves f on dir/admin.sock until the test ends.
-func serveFake(t *testing.T, dir string, f *fakeAdmin) {
-	t.Helper()
-	ln, err := net.Listen("unix", filepath.Join(dir, director.AdminSocketName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mux := http.NewServeMux()
-	path, h := directorv1connect.NewAdminServiceHandler(f)
-	mux.Handle(path, h)
-	srv := &http.Server{Handler: mux}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Close() })
-}
+func serveFake(t *testing.T, dir string, f *fakeAdmin) { serveHandler(t, dir, f) }
 
 // serveAudit serves an auditFake on dir/admin.sock until the test ends.
-func serveAudit(t *testing.T, dir string, f *auditFake) {
+func serveAudit(t *testing.T, dir string, f *auditFake) { serveHandler(t, dir, f) }
+
+// serveHandler serves h on dir/admin.sock until the test ends.
+func serveHandler(t *testing.T, dir string, h directorv1connect.AdminServiceHandler) {
 	t.Helper()
 	ln, err := net.Listen("unix", filepath.Join(dir, director.AdminSocketName))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle(directorv1connect.NewAdminServiceHandler(f))
+	mux.Handle(directorv1connect.NewAdminServiceHandler(h))
 	srv := &http.Server{Handler: mux}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })

@@ -18,7 +18,7 @@ var errNodeNotFound = errors.New("no such node")
 func newNodeCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "node",
-		Short: "List, show, revoke and forget enrolled hosts",
+		Short: "List, show, revoke, forget and resync enrolled hosts",
 		Long: `A node is a host that enrolled with a join token. Its state is the director's
 view of its session: Ready (heartbeats arrive), Degraded (silent for 30 s),
 Offline (silent for 90 s) or Revoked. A silent node's VMs are shown as
@@ -26,7 +26,7 @@ Offline (silent for 90 s) or Revoked. A silent node's VMs are shown as
 ID|HOSTNAME is a node id, a unique prefix of one (4 characters or more, as
 node list prints them) or a hostname.`,
 	}
-	cmd.AddCommand(newNodeListCmd(env), newNodeShowCmd(env), newNodeRevokeCmd(env), newNodeForgetCmd(env))
+	cmd.AddCommand(newNodeListCmd(env), newNodeShowCmd(env), newNodeRevokeCmd(env), newNodeForgetCmd(env), newNodeResyncCmd(env))
 	return cmd
 }
 
@@ -153,4 +153,57 @@ new token. The audit log keeps what the node did.`,
 			})
 		},
 	}
+}
+
+func newNodeResyncCmd(env *Env) *cobra.Command {
+	var all bool
+	cmd := &cobra.Command{
+		Use:   "resync ID|HOSTNAME|--all",
+		Short: "Ask a node (or every connected node) for its full VM inventory",
+		Long: `Ask a node's agent, or with --all every connected node's, for a full inventory of
+its VMs, which replaces what the director stored (vm list). The director does
+this itself whenever a node registers; resync is for an inventory that looks
+wrong. A node that is not connected answers when it next connects. It prints
+the nodes asked.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case all && len(args) > 0:
+				return &UsageError{errors.New("node resync: a node or --all, not both")}
+			case !all && len(args) != 1:
+				return &UsageError{errors.New("node resync: name one node (ID|HOSTNAME) or --all")}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			req := &directorv1.ResyncNodeRequest{All: all}
+			op := "node resync --all"
+			if !all {
+				op = "node resync " + args[0]
+				n, err := env.resolveNode(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				req.Id = n.GetId()
+			}
+			res, err := env.Admin().ResyncNode(ctx, connect.NewRequest(req))
+			if err != nil {
+				return env.wordError(op, err)
+			}
+			nodes := res.Msg.GetNodes()
+			if nodes == nil {
+				nodes = []string{}
+			}
+			return render(env.IO.Out, env.Output, map[string]any{"nodes": nodes}, func(w io.Writer) error {
+				if len(nodes) == 0 {
+					fmt.Fprintln(w, "no node asked (none connected)")
+					return nil
+				}
+				fmt.Fprintf(w, "resync asked of %d node(s): %s\n", len(nodes), strings.Join(nodes, ", "))
+				return nil
+			})
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "every connected node")
+	return cmd
 }

@@ -113,12 +113,13 @@ func runEnv(ctx context.Context, args []string, env *Env) int {
 func NewRootCmd(env *Env) *cobra.Command {
 	root := &cobra.Command{
 		Use:   "virt-director",
-		Short: "Run the virtcon director and administer its tokens, nodes and audit log",
+		Short: "Run the virtcon director and administer its tokens, nodes, tasks and audit log",
 		Long: `virt-director runs the director that virtcon hosts enrol with (serve), and
 administers a running one over its admin socket, <data>/admin.sock (root only):
-join tokens, nodes, the audit log. Data goes to stdout (-o table|json|yaml),
-status and errors to stderr. Exit codes: 0 ok, 1 error, 2 usage or bad input,
-4 not permitted.`,
+join tokens, nodes, tasks on nodes, the nodes' VMs, replicas, the audit log.
+Data goes to stdout (-o table|json|yaml), status and errors to stderr. Exit
+codes: 0 ok, 1 error (a task run --wait whose task did not succeed included),
+2 usage or bad input, 4 not permitted.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
@@ -133,7 +134,7 @@ status and errors to stderr. Exit codes: 0 ok, 1 error, 2 usage or bad input,
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return &UsageError{err} })
 
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newServeCmd(env), newTokenCmd(env), newNodeCmd(env), newAuditCmd(env),
+	root.AddCommand(newServeCmd(env), newTokenCmd(env), newNodeCmd(env), newTaskCmd(env), newVMCmd(env), newReplicaCmd(env), newAuditCmd(env),
 		cobrakit.NewVersionCmd("virt-director", func() (io.Writer, string) { return env.IO.Out, env.Output }), cobrakit.NewCompletionCmd("virt-director", usageError), cobrakit.NewGenDocsCmd("docs/virt-director-reference.md"))
 	// unknown subcommands and wrong argument counts are usage errors
 	cobrakit.WrapArgs(root, usageError)

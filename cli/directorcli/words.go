@@ -66,8 +66,10 @@ func hintList(op string) string {
 	switch {
 	case strings.HasPrefix(op, "token "):
 		return " (virt-director token list)"
-	case strings.HasPrefix(op, "node "):
+	case strings.HasPrefix(op, "node "), strings.HasPrefix(op, "task run "), strings.HasPrefix(op, "vm "):
 		return " (virt-director node list)"
+	case strings.HasPrefix(op, "task "):
+		return " (virt-director task list)"
 	}
 	return ""
 }
