@@ -58,6 +58,20 @@
 // notices by its own checks (a read every Options.WatchCheck while quiet)
 // and says so with Broken and Resumed events.
 //
+// # Quorum loss and HA
+//
+// Every request whose ctx has no sooner deadline is bounded by
+// Options.RequestTimeout (3 s): a cluster without quorum, or one that
+// cannot be reached, fails it with ErrUnavailable ("etcd: no answer within
+// 3s: cluster without quorum or unreachable") instead of etcd's own ~7 s or
+// the client's wait for a connection. A write that failed so may commit
+// later: callers retry idempotently. KeepAliveLease is a lease kept alive
+// by this process (replica and session keys); it survives a quorum loss
+// shorter than its TTL and closes Lost otherwise. Campaign runs an
+// etcd election (concurrency.Election) for singleton work; Leadership.Done
+// closes when its session's lease is lost. The etcdtest package runs a
+// real multi-member cluster as processes for the tests of all this.
+//
 // # Tests of other packages
 //
 // Start one embedded Store per test binary (TestMain, a short dir from

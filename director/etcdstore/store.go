@@ -56,6 +56,11 @@ type Options struct {
 	// (DefaultWatchCheck when 0); one that hears nothing for three times
 	// this reports itself Broken (see Watch).
 	WatchCheck time.Duration
+	// RequestTimeout bounds every request (Get, Put, Delete, each List
+	// page, Txn.Commit, lease grants) whose ctx has no sooner deadline
+	// (DefaultRequestTimeout when 0): one etcd does not answer in time
+	// fails with ErrUnavailable.
+	RequestTimeout time.Duration
 }
 
 // DefaultWatchCheck is Options.WatchCheck's default.
@@ -78,8 +83,9 @@ type Store struct {
 	pageSize int64
 	now      func() time.Time
 
-	watchCheck time.Duration
-	watchSeq   atomic.Uint64 // gives each watch a gRPC stream of its own
+	watchCheck     time.Duration
+	requestTimeout time.Duration
+	watchSeq       atomic.Uint64 // gives each watch a gRPC stream of its own
 
 	leaseMu sync.Mutex
 	leases  map[leaseKey]clientv3.LeaseID
@@ -118,10 +124,14 @@ func Open(ctx context.Context, opts Options) (_ *Store, err error) {
 		leases:   map[leaseKey]clientv3.LeaseID{},
 		done:     make(chan struct{}),
 
-		watchCheck: opts.WatchCheck,
+		watchCheck:     opts.WatchCheck,
+		requestTimeout: opts.RequestTimeout,
 	}
 	if s.watchCheck <= 0 {
 		s.watchCheck = DefaultWatchCheck
+	}
+	if s.requestTimeout <= 0 {
+		s.requestTimeout = DefaultRequestTimeout
 	}
 	defer func() {
 		if err != nil {
@@ -235,8 +245,9 @@ func (s *Store) Get(ctx context.Context, key string, v any) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	resp, err := s.cli.Get(ctx, k)
-	if err != nil {
+	rctx, done := s.request(ctx)
+	resp, err := s.cli.Get(rctx, k)
+	if err := done(err); err != nil {
 		return 0, fmt.Errorf("etcdstore: get %q: %w", key, err)
 	}
 	if len(resp.Kvs) == 0 {
@@ -267,12 +278,13 @@ func (s *Store) Put(ctx context.Context, key string, v any, ttl time.Duration) e
 	if err != nil {
 		return fmt.Errorf("etcdstore: put %q: encode: %w", key, err)
 	}
+	ctx, done := s.request(ctx) // one bound for the grant and the put
 	for attempt := 0; ; attempt++ {
 		var opts []clientv3.OpOption
 		var id clientv3.LeaseID
 		if ttl > 0 {
 			if id, err = s.lease(ctx, ttl); err != nil {
-				return fmt.Errorf("etcdstore: put %q: %w", key, err)
+				return fmt.Errorf("etcdstore: put %q: %w", key, done(err))
 			}
 			opts = append(opts, clientv3.WithLease(id))
 		}
@@ -281,7 +293,7 @@ func (s *Store) Put(ctx context.Context, key string, v any, ttl time.Duration) e
 			s.forgetLease(id) // revoked behind our back: take a fresh one once
 			continue
 		}
-		if err != nil {
+		if err := done(err); err != nil {
 			return fmt.Errorf("etcdstore: put %q: %w", key, err)
 		}
 		return nil
@@ -294,7 +306,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.cli.Delete(ctx, k); err != nil {
+	rctx, done := s.request(ctx)
+	_, err = s.cli.Delete(rctx, k)
+	if err := done(err); err != nil {
 		return fmt.Errorf("etcdstore: delete %q: %w", key, err)
 	}
 	return nil
@@ -320,8 +334,9 @@ func (s *Store) ListRev(ctx context.Context, prefix string, each func(key string
 		if rev > 0 {
 			opts = append(opts, clientv3.WithRev(rev))
 		}
-		resp, err := s.cli.Get(ctx, start, opts...)
-		if err != nil {
+		rctx, done := s.request(ctx)
+		resp, err := s.cli.Get(rctx, start, opts...)
+		if err := done(err); err != nil {
 			return 0, fmt.Errorf("etcdstore: list %q: %w", prefix, err)
 		}
 		if rev == 0 {

@@ -22,10 +22,11 @@ type Txn struct {
 }
 
 type txnOp struct {
-	key string // full key
-	val string
-	ttl time.Duration
-	del bool
+	key   string // full key
+	val   string
+	ttl   time.Duration
+	lease clientv3.LeaseID // PutLease's: kept alive by its owner
+	del   bool
 }
 
 // Txn starts an empty transaction.
@@ -75,6 +76,29 @@ func (t *Txn) Put(key string, v any, ttl time.Duration) *Txn {
 	return t
 }
 
+// PutLease stores v as JSON under key on l: the key lives as long as the
+// lease is kept alive, and goes when it is revoked or lost. A lease etcd
+// no longer knows fails the Commit with ErrLeaseGone.
+func (t *Txn) PutLease(key string, v any, l *KeepAliveLease) *Txn {
+	k, ok := t.fullKey(key)
+	if !ok {
+		return t
+	}
+	if (l == nil || l.id == 0) && t.err == nil {
+		t.err = fmt.Errorf("etcdstore: txn: put %q: no lease", key)
+	}
+	b, err := json.Marshal(v)
+	if err != nil && t.err == nil {
+		t.err = fmt.Errorf("etcdstore: txn: put %q: encode: %w", key, err)
+	}
+	op := txnOp{key: k, val: string(b)}
+	if l != nil {
+		op.lease = l.id
+	}
+	t.ops = append(t.ops, op)
+	return t
+}
+
 // Delete removes key (absent is fine).
 func (t *Txn) Delete(key string) *Txn {
 	if k, ok := t.fullKey(key); ok {
@@ -89,6 +113,7 @@ func (t *Txn) Commit(ctx context.Context) (ok bool, err error) {
 	if t.err != nil {
 		return false, t.err
 	}
+	ctx, done := t.s.request(ctx) // one bound for the grants and the txn
 	for attempt := 0; ; attempt++ {
 		leases := map[time.Duration]clientv3.LeaseID{}
 		ops := make([]clientv3.Op, 0, len(t.ops))
@@ -96,11 +121,13 @@ func (t *Txn) Commit(ctx context.Context) (ok bool, err error) {
 			switch {
 			case op.del:
 				ops = append(ops, clientv3.OpDelete(op.key))
+			case op.lease != 0:
+				ops = append(ops, clientv3.OpPut(op.key, op.val, clientv3.WithLease(op.lease)))
 			case op.ttl > 0:
 				id, ok := leases[op.ttl]
 				if !ok {
 					if id, err = t.s.lease(ctx, op.ttl); err != nil {
-						return false, fmt.Errorf("etcdstore: txn: %w", err)
+						return false, fmt.Errorf("etcdstore: txn: %w", done(err))
 					}
 					leases[op.ttl] = id
 				}
@@ -116,9 +143,23 @@ func (t *Txn) Commit(ctx context.Context) (ok bool, err error) {
 			}
 			continue
 		}
-		if err != nil {
+		if errors.Is(err, rpctypes.ErrLeaseNotFound) && t.ownLeases() {
+			done(nil)
+			return false, fmt.Errorf("etcdstore: txn: %w", ErrLeaseGone)
+		}
+		if err := done(err); err != nil {
 			return false, fmt.Errorf("etcdstore: txn: %w", err)
 		}
 		return resp.Succeeded, nil
 	}
+}
+
+// ownLeases reports whether the txn puts keys on leases of PutLease.
+func (t *Txn) ownLeases() bool {
+	for _, op := range t.ops {
+		if op.lease != 0 {
+			return true
+		}
+	}
+	return false
 }
