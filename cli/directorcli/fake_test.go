@@ -35,6 +35,7 @@ func testNodes() []*directorv1.NodeInfo {
 		{Id: "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d", HostUuid: "03b1f0a2-5c8e-4d2f-9a61-7e3c2b1d0f9e", Hostname: "kvm-01",
 			State: "Ready", LastSeenUnixMs: ms(testNow.Add(-3 * time.Second)), CertSerial: "1f", CertNotAfterUnixMs: ms(until),
 			AgentVersion: "0.13.0", Address: "192.0.2.11:41822", Connected: true, EnrolledAtUnixMs: ms(testNow.Add(-26 * time.Hour)),
+			TaskKinds: []string{"create-vm", "start-vm", "stop-vm", "collect-diagnostics"}, ReplicaId: "r1",
 			StateSinceUnixMs: ms(testNow.Add(-2 * time.Hour))},
 		{Id: "5e6f7a8b-9c0d-4e1f-a2b3-c4d5e6f7a8b9", HostUuid: "7f0e1d2c-3b4a-4958-a6b7-c8d9e0f1a2b3", Hostname: "kvm-03",
 			State: "Degraded", LastSeenUnixMs: ms(testNow.Add(-45 * time.Second)), CertSerial: "3c", CertNotAfterUnixMs: ms(until),

@@ -39,7 +39,8 @@ CERT UNTIL (the client certificate's end; the agent renews it) and AGENT (its
 version). -o json prints an array of objects with id, hostname, state,
 stateSince, lastSeen (RFC 3339, or null when not heard from since the director
 started), connected, hostUUID, certSerial, certNotAfter, agentVersion, address,
-enrolledAt, revokedAt and revokeReason.`,
+enrolledAt, revokedAt, revokeReason, taskKinds (the task kinds its agent runs)
+and replicaId (the replica holding its session).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nodes, err := env.listNodes(cmd.Context())

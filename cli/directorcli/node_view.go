@@ -28,6 +28,11 @@ type Node struct {
 	EnrolledAt   *string `json:"enrolledAt" yaml:"enrolledAt"`
 	RevokedAt    *string `json:"revokedAt" yaml:"revokedAt"`
 	RevokeReason string  `json:"revokeReason" yaml:"revokeReason"`
+	// TaskKinds are the task kinds the node's agent said it runs when it
+	// last registered (empty: an agent that predates tasks).
+	TaskKinds []string `json:"taskKinds" yaml:"taskKinds"`
+	// ReplicaID is the director replica holding the node's session.
+	ReplicaID string `json:"replicaId" yaml:"replicaId"`
 }
 
 func nodeView(n *directorv1.NodeInfo) Node {
@@ -46,6 +51,8 @@ func nodeView(n *directorv1.NodeInfo) Node {
 		EnrolledAt:   rfc3339(msTime(n.GetEnrolledAtUnixMs())),
 		RevokedAt:    rfc3339(msTime(n.GetRevokedAtUnixMs())),
 		RevokeReason: n.GetRevokeReason(),
+		TaskKinds:    append([]string{}, n.GetTaskKinds()...),
+		ReplicaID:    n.GetReplicaId(),
 	}
 }
 
@@ -213,6 +220,14 @@ func renderNodeShow(w io.Writer, format string, r *directorv1.GetNodeResponse, c
 		line("Connected", yesNo(n.GetConnected()))
 		line("Address", orDash(n.GetAddress()))
 		line("Agent", orDash(n.GetAgentVersion()))
+		kinds := strings.Join(n.GetTaskKinds(), ", ")
+		if kinds == "" {
+			kinds = "none (the agent predates tasks)"
+		}
+		line("Tasks", kinds)
+		if n.GetReplicaId() != "" {
+			line("Replica", n.GetReplicaId())
+		}
 		line("Host UUID", orDash(n.GetHostUuid()))
 		if h := r.GetHost(); h != nil {
 			line("OS", orDash(h.GetOsPretty()))
