@@ -55,6 +55,9 @@ type Options struct {
 	Etcd etcdstore.Options
 	// KEKFile is the CA's key encryption key, DataDir/ca.kek by default.
 	KEKFile string
+	// NewCA lets a store without a CA get a new one although this data
+	// directory has a key and no recovery file (see ErrSecondCA).
+	NewCA bool
 	// Now is the only clock for liveness, token expiry and certificate
 	// validity (tls.Config.Time too). time.Now when nil.
 	Now func() time.Time
@@ -236,10 +239,14 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 	if err := d.loadState(ctx); err != nil {
 		return nil, err
 	}
-	d.wg.Add(1)
+	d.wg.Add(2)
 	go func() {
 		defer d.wg.Done()
 		d.sweepLoop(d.bg)
+	}()
+	go func() {
+		defer d.wg.Done()
+		d.recoveryLoop(d.bg)
 	}()
 	d.log.Info("director open", "data", opts.DataDir, "listen", d.ln.Addr().String(),
 		"advertise", d.advertise, "pin", d.ca.Pin(), "canSign", d.ca.CanSign())
@@ -248,7 +255,14 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 
 // openCA reads the CA from etcd or, on first start, creates it: the
 // first director to commit ca/sealed wins, a loser opens the winner's.
+//
+// A store without a CA is not always a first start: after etcd lost its
+// data, the CA comes back from this replica's recovery file; with a key
+// file but no recovery file the director refuses (ErrSecondCA) unless
+// Options.NewCA says to start over.
 func (d *Director) openCA(ctx context.Context) error {
+	_, statErr := os.Stat(d.opts.KEKFile)
+	hadKEK := statErr == nil
 	kek, err := ca.LoadOrCreateKEK(d.opts.KEKFile)
 	if err != nil {
 		return fmt.Errorf("director: %w", err)
@@ -267,6 +281,21 @@ func (d *Director) openCA(ctx context.Context) error {
 		}
 		if !errors.Is(err, etcdstore.ErrNotFound) {
 			return fmt.Errorf("director: read CA: %w", err)
+		}
+		if !d.opts.NewCA {
+			r, err := readRecovery(d.recoveryPath())
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				if d.ca, err = d.restoreRecovery(ctx, r, kek); err != nil {
+					return err
+				}
+				return nil
+			}
+			if hadKEK {
+				return fmt.Errorf("director: %s: %w", d.opts.DataDir, ErrSecondCA)
+			}
 		}
 		a, s, err := ca.Create(d.now(), kek)
 		if err != nil {
