@@ -26,6 +26,7 @@ type serveOptions struct {
 	EtcdKey       string
 	EtcdPrefix    string
 	KEKFile       string
+	NewCA         bool
 	LogLevel      string
 	LogFormat     string
 	// liveness: the heartbeat period told to agents, and the silences
@@ -167,6 +168,12 @@ socket <data>/admin.sock (root only). State is in etcd: an embedded member in
 are sealed in etcd under the key encryption key --ca-kek-file (default
 <data>/ca.kek): back it up, without it no host can enrol or renew.
 
+Each replica keeps <data>/recovery.json (0600): the sealed CA, the nodes, their
+certificates and revocations. If etcd loses its data, the director restores
+them from it and the hosts reconnect with the certificates they hold; without
+it, a data directory with a key refuses to make a second CA unless --new-ca
+is given (every host would then have to enrol again).
+
 When ready it prints "virt-director: serving on ADDR, CA pin sha256:..." to
 stderr; logs go to stderr too (--log-format text or json).`,
 		Args: cobra.NoArgs,
@@ -190,6 +197,7 @@ stderr; logs go to stderr too (--log-format text or json).`,
 	fl.StringVar(&o.EtcdKey, "etcd-key", "", "the client certificate's key (PEM `FILE`)")
 	fl.StringVar(&o.EtcdPrefix, "etcd-prefix", "", "the etcd key `PREFIX` of this director's state (default /virtcon-director/v1/)")
 	fl.StringVar(&o.KEKFile, "ca-kek-file", "", "the CA's key encryption key, 32 bytes (`FILE`, default <data>/ca.kek; made when missing)")
+	fl.BoolVar(&o.NewCA, "new-ca", false, "if the store has no CA and there is no recovery.json, make a new CA although <data> has a key (every host must enrol again)")
 	fl.Var(duration.NewValue(&o.HeartbeatInterval, director.DefaultHeartbeatInterval), "heartbeat-interval", "how often agents heartbeat (told to them when they register)")
 	fl.Var(duration.NewValue(&o.DegradedAfter, director.DefaultDegradedAfter), "degraded-after", "a node silent this long is Degraded (its VMs shown as unknown, never stopped)")
 	fl.Var(duration.NewValue(&o.OfflineAfter, director.DefaultOfflineAfter), "offline-after", "a node silent this long is Offline")

@@ -22,6 +22,7 @@ func runDirector(ctx context.Context, env *Env, o *serveOptions) error {
 			Prefix: o.EtcdPrefix,
 		},
 		KEKFile:           o.KEKFile,
+		NewCA:             o.NewCA,
 		HeartbeatInterval: o.HeartbeatInterval,
 		DegradedAfter:     o.DegradedAfter,
 		OfflineAfter:      o.OfflineAfter,
