@@ -34,7 +34,10 @@ const (
 	watchdogPoll = 200 * time.Millisecond
 )
 
-func init() { applyNetworkFunc = runApplyNetwork }
+func init() {
+	applyNetworkFunc = runApplyNetwork
+	resumesNetwork = true // trialNetwork handles taskEnv.Resumed
+}
 
 // netOps are the network service's calls the trial makes, as method
 // values of h.Net (a test gives its own).
@@ -53,6 +56,9 @@ func runApplyNetwork(ctx context.Context, env *taskEnv, t *directorv1.ApplyNetwo
 }
 
 func trialNetwork(ctx context.Context, env *taskEnv, n netOps, t *directorv1.ApplyNetwork) (*directorv1.TaskResult, error) {
+	if env.Resumed != nil {
+		return resumeTrial(ctx, env, n, env.Resumed)
+	}
 	if len(t.GetHostNetwork()) == 0 {
 		return nil, &taskFailure{Reason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_INVALID_ARGUMENT, Message: "apply-network: no HostNetwork",
 			Fields: []*directorv1.FieldError{{Field: "host_network", Message: "a virtcon/v1 HostNetwork is required"}}}
@@ -86,13 +92,42 @@ func trialNetwork(ctx context.Context, env *taskEnv, n netOps, t *directorv1.App
 	if res != nil && res.Lengthened != nil {
 		env.Log.Info(fmt.Sprintf("trial lengthened to %s: %v", res.Lengthened.Min, res.Lengthened))
 	}
-	until := p.Deadline.Format(time.RFC3339)
-	env.Log.Info(fmt.Sprintf("on trial as try %s until %s; reconnecting to the director over the new configuration", p.ID, until))
-
+	env.Log.Info(fmt.Sprintf("on trial as try %s until %s; reconnecting to the director over the new configuration", p.ID, p.Deadline.Format(time.RFC3339)))
 	appliedAt := time.Now()
 	env.Session.Restart("network changed")
+	return awaitSession(ctx, env, n, p, appliedAt)
+}
+
+// resumeTrial picks up the trial a previous agent process began: while
+// its try is still pending and its deadline ahead, any session of this
+// process (all dialled after the apply) may confirm it; otherwise the task
+// ends with what the host's pending record says.
+func resumeTrial(ctx context.Context, env *taskEnv, n netOps, r *resumedTry) (*directorv1.TaskResult, error) {
+	until := r.Deadline.Format(time.RFC3339)
+	cur, err := n.pending()
+	switch {
+	case errors.Is(err, netcfg.ErrNoPendingTry) && !time.Now().Before(r.Deadline):
+		return nil, &taskFailure{Reason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_ROLLED_BACK,
+			Message: fmt.Sprintf("the agent restarted during the trial and no session confirmed it before %s; the watchdog restored the previous configuration", until)}
+	case errors.Is(err, netcfg.ErrNoPendingTry):
+		return nil, fmt.Errorf("apply-network: try %s ended while the agent restarted, before its deadline %s (confirmed or rolled back on the host: see virt net show)", r.ID, until)
+	case err != nil:
+		return nil, fmt.Errorf("apply-network: reading the pending try %s: %w", r.ID, err)
+	case cur.ID != r.ID:
+		return nil, fmt.Errorf("apply-network: try %s is no longer pending: %w", r.ID, &netcfg.NotOurTryError{Want: r.ID, Pending: cur.ID})
+	}
+	env.Log.Info(fmt.Sprintf("the agent restarted during trial %s (until %s): waiting for a session over the new configuration", r.ID, until))
+	return awaitSession(ctx, env, n, cur, time.Time{})
+}
+
+// awaitSession waits for a session dialled after since to be up before
+// p's deadline - confirmMargin and then confirms try p; otherwise it
+// leaves the try to its watchdog (ROLLED_BACK) or, when ctx ends first,
+// rolls it back.
+func awaitSession(ctx context.Context, env *taskEnv, n netOps, p *netcfg.Pending, since time.Time) (*directorv1.TaskResult, error) {
+	until := p.Deadline.Format(time.RFC3339)
 	wctx, cancel := context.WithDeadline(ctx, p.Deadline.Add(-confirmMargin))
-	addr, err := env.Session.WaitUp(wctx, appliedAt)
+	addr, err := env.Session.WaitUp(wctx, since)
 	cancel()
 	switch {
 	case err == nil:

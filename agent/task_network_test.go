@@ -129,6 +129,8 @@ func TestApplyNetworkTrial(t *testing.T) {
 		confirmed  bool
 		rolledBack bool
 		wantTrial  time.Duration
+		resumed    *resumedTry // a previous process's trial
+		preset     *netcfg.Pending
 	}{
 		{name: "session back: confirmed", msg: &directorv1.ApplyNetwork{HostNetwork: doc}, net: fakeTrialNet{deadline: 5 * time.Second},
 			upAfter: 50 * time.Millisecond, wantOK: true, confirmed: true, wantTrial: defaultTrial},
@@ -147,6 +149,16 @@ func TestApplyNetworkTrial(t *testing.T) {
 			upAfter: 10 * time.Millisecond, noteErr: errors.New("disk full"), rolledBack: true, wantTrial: defaultTrial},
 		{name: "a try pending", msg: &directorv1.ApplyNetwork{HostNetwork: doc}, net: fakeTrialNet{applyErr: &netcfg.TryPendingError{}},
 			wantErr: netcfg.ErrTryPending, wantTrial: defaultTrial},
+		{name: "resumed, ours pending: confirmed", resumed: &resumedTry{ID: try, Deadline: time.Now().Add(5 * time.Second)},
+			preset: &netcfg.Pending{ID: try, Deadline: time.Now().Add(5 * time.Second)}, upAfter: 10 * time.Millisecond, wantOK: true, confirmed: true},
+		{name: "resumed, ours pending, no session: watchdog", resumed: &resumedTry{ID: try, Deadline: time.Now().Add(confirmMargin + 300*time.Millisecond)},
+			preset: &netcfg.Pending{ID: try, Deadline: time.Now().Add(confirmMargin + 300*time.Millisecond)}, net: fakeTrialNet{watchdog: true}, upAfter: -1,
+			wantReason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_ROLLED_BACK},
+		{name: "resumed, gone past its deadline", resumed: &resumedTry{ID: try, Deadline: time.Now().Add(-time.Second)},
+			wantReason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_ROLLED_BACK},
+		{name: "resumed, gone before its deadline", resumed: &resumedTry{ID: try, Deadline: time.Now().Add(time.Minute)}},
+		{name: "resumed, another's pending", resumed: &resumedTry{ID: try, Deadline: time.Now().Add(time.Minute)},
+			preset: &netcfg.Pending{ID: "ffffffffffffffff", Deadline: time.Now().Add(time.Minute)}, upAfter: 10 * time.Millisecond, wantErr: netcfg.ErrNotOurTry},
 		{name: "no document", msg: &directorv1.ApplyNetwork{}, wantReason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_INVALID_ARGUMENT},
 		{name: "negative trial", msg: &directorv1.ApplyNetwork{HostNetwork: doc, TrialMs: -1}, wantReason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_INVALID_ARGUMENT},
 	}
@@ -156,6 +168,7 @@ func TestApplyNetworkTrial(t *testing.T) {
 			nv := tt.net
 			n := &nv
 			n.mu = new(sync.Mutex)
+			n.pend = tt.preset
 			sess := &fakeSession{upAfter: tt.upAfter}
 			var notes []noted
 			ctx, cancel := context.WithCancel(context.Background())
@@ -164,7 +177,13 @@ func TestApplyNetworkTrial(t *testing.T) {
 				time.AfterFunc(tt.cancelAt, cancel)
 			}
 			start := time.Now()
-			res, err := trialNetwork(ctx, trialEnv(sess, &notes, tt.noteErr), n.ops(), tt.msg)
+			env := trialEnv(sess, &notes, tt.noteErr)
+			env.Resumed = tt.resumed
+			msg := tt.msg
+			if msg == nil {
+				msg = &directorv1.ApplyNetwork{} // as the runner resumes it
+			}
+			res, err := trialNetwork(ctx, env, n.ops(), msg)
 			var tf *taskFailure
 			errors.As(err, &tf)
 			switch {
@@ -201,6 +220,9 @@ func TestApplyNetworkTrial(t *testing.T) {
 			}
 			if tt.wantTrial != 0 && (n.opts.Try != tt.wantTrial || !n.opts.AtLeast || string(n.opts.Data) != string(doc)) {
 				t.Errorf("apply options: got try %v at least %v data %q; want try %v at least, the document", n.opts.Try, n.opts.AtLeast, n.opts.Data, tt.wantTrial)
+			}
+			if tt.resumed != nil && (n.opts.Data != nil || len(sess.restarts) != 0 || len(notes) != 0) {
+				t.Errorf("resumed: applied %q, restarted %v, noted %v; want nothing applied, restarted or noted again", n.opts.Data, sess.restarts, notes)
 			}
 			if n.applyErr != nil || n.opts.Try == 0 {
 				return // no trial began
