@@ -81,7 +81,8 @@ type cred struct {
 // every request's peer credentials (SO_PEERCRED) must be root's or the
 // director's own user's.
 func (d *Director) newAdminServer() *http.Server {
-	opts := d.handlerOptions()
+	// a task's body (MaxTaskBody) and the rest of its request fit
+	opts := append(d.handlerOptions(), connect.WithReadMaxBytes(MaxTaskBody+64<<10))
 	ew := connect.NewErrorWriter(opts...)
 	mux := http.NewServeMux()
 	path, h := directorv1connect.NewAdminServiceHandler(&adminService{d: d}, opts...)
@@ -344,6 +345,10 @@ func (d *Director) nodeInfo(n *nodeRecord) *directorv1.NodeInfo {
 	d.mu.Lock()
 	_, ni.Connected = d.sessions[n.ID]
 	d.mu.Unlock()
+	if ni.Connected {
+		ni.ReplicaId = d.replicaID
+	}
+	ni.TaskKinds = n.TaskKinds
 	return ni
 }
 
@@ -407,13 +412,25 @@ func (d *Director) findNode(ctx context.Context, id string) (*nodeRecord, error)
 			}
 		}
 	}
+	if len(all) == 0 && len(id) >= 4 {
+		// a unique prefix of a node id
+		for _, n := range nodes {
+			if strings.HasPrefix(n.ID, id) {
+				all = append(all, n)
+			}
+		}
+		if len(all) > 1 {
+			return nil, connect.NewError(connect.CodeInvalidArgument,
+				fmt.Errorf("node id prefix %q names %d nodes: give more of the id", truncate(id, 253), len(all)))
+		}
+	}
 	switch {
 	case len(all) == 1:
 		return all[0], nil
 	case len(live) == 1:
 		return live[0], nil
 	case len(all) == 0:
-		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("node %q: no node has this id or hostname", truncate(id, 253)))
+		return nil, connect.NewError(connect.CodeNotFound, fmt.Errorf("node %q: no node has this id, id prefix or hostname", truncate(id, 253)))
 	}
 	return nil, connect.NewError(connect.CodeInvalidArgument,
 		fmt.Errorf("hostname %q names %d nodes: give a node id", truncate(id, 253), len(all)))
@@ -434,29 +451,16 @@ func (a *adminService) GetNode(ctx context.Context, req *connect.Request[directo
 	d.mu.Lock()
 	rep := d.reports[n.ID]
 	d.mu.Unlock()
+	inv, err := d.getInventory(ctx, n.ID)
+	if err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, err)
+	}
 	if rep != nil {
 		resp.LastReport = rep.report
 		resp.LastReportUnixMs = ms(rep.at)
-		resp.Vms = displayVMs(rep, ni.State, ni.LastSeenUnixMs != 0)
 	}
+	resp.Vms = nodeVMs(ni, inv, rep)
 	return connect.NewResponse(resp), nil
-}
-
-// displayVMs shows the reported VMs; unless the node is Ready and was
-// heard from since this director started, as "unknown (last seen <phase>
-// at <RFC 3339 time>)": after a restart a node counts as Ready from the
-// start, but nothing says its VMs still are as last reported.
-func displayVMs(rep *nodeReport, state string, heard bool) []*directorv1.NodeVM {
-	var out []*directorv1.NodeVM
-	for _, v := range rep.vms {
-		vm := &directorv1.NodeVM{Uid: v.UID, Name: v.Name, Phase: v.Phase, Class: v.Class,
-			DisplayPhase: v.Phase, ReportedAtUnixMs: ms(rep.at)}
-		if state != StateReady || !heard {
-			vm.DisplayPhase = UnknownPhase(v.Phase, rep.at)
-		}
-		out = append(out, vm)
-	}
-	return out
 }
 
 // UnknownPhase is how a VM of a silent node shows: never as stopped.
@@ -511,7 +515,7 @@ func (a *adminService) ForgetNode(ctx context.Context, req *connect.Request[dire
 	}
 	now := d.now()
 	txn := d.txn()
-	txn.Delete(preNodes + n.ID).Delete(preNodeState + n.ID).Delete(preReports + n.ID)
+	txn.Delete(preNodes + n.ID).Delete(preNodeState + n.ID).Delete(preReports + n.ID).Delete(preInventory + n.ID)
 	txn.audit(now, auditRecord{Kind: "node.forget", NodeID: n.ID, Source: who.source, Actor: who.name,
 		Detail: "hostname " + n.Host.Hostname})
 	if _, err := txn.commit(ctx); err != nil {

@@ -69,6 +69,13 @@ type Options struct {
 	CertLifetime      time.Duration // node certificates (enroll.CertLifetime)
 	AuditRetention    time.Duration // audit entries' lease (30 d)
 	SweepEvery        time.Duration // liveness sweep period (1 s)
+	TaskRetention     time.Duration // how long tasks are kept (7 d)
+	TaskSweepEvery    time.Duration // the task sweeper's period (5 s)
+
+	// ReplicaID names this replica (agents see it in Registered, the
+	// admin in ListReplicas): label characters, at most 63. Default: a
+	// random id made once and kept in DataDir/replica-id.
+	ReplicaID string
 
 	Logger *slog.Logger
 }
@@ -112,6 +119,8 @@ func (o *Options) setDefaults() error {
 		{"CertLifetime", &o.CertLifetime, enroll.CertLifetime},
 		{"AuditRetention", &o.AuditRetention, DefaultAuditRetention},
 		{"SweepEvery", &o.SweepEvery, DefaultSweepEvery},
+		{"TaskRetention", &o.TaskRetention, DefaultTaskRetention},
+		{"TaskSweepEvery", &o.TaskSweepEvery, DefaultTaskSweepEvery},
 	} {
 		if *d.p < 0 {
 			return fmt.Errorf("director: %s %s: want > 0", d.name, *d.p)
@@ -145,6 +154,8 @@ type Director struct {
 	ca        *ca.Authority
 	advertise string
 	version   string
+	replicaID string
+	startedAt time.Time
 
 	ln        net.Listener
 	adminLn   net.Listener
@@ -172,6 +183,9 @@ type Director struct {
 	sessions     map[string]*liveSession // node → its session
 	reports      map[string]*nodeReport  // node → last report
 	live         *tracker
+
+	invMu sync.Mutex
+	inv   map[string]*nodeInventory // held nodes' inventories
 
 	enrollAttempts, enrollOK atomic.Int64
 	enrollFails              failLimiter // failed enrolments per source
@@ -206,6 +220,7 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 		revokedNodes: map[string]string{},
 		sessions:     map[string]*liveSession{},
 		reports:      map[string]*nodeReport{},
+		inv:          map[string]*nodeInventory{},
 	}
 	d.live = newTracker(opts.Now, opts.DegradedAfter, opts.OfflineAfter)
 	d.bg, d.cancel = context.WithCancel(context.Background())
@@ -215,6 +230,10 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 		}
 	}()
 
+	if d.replicaID, err = loadReplicaID(opts.DataDir, opts.ReplicaID); err != nil {
+		return nil, err
+	}
+	d.startedAt = d.now()
 	if d.store, err = etcdstore.Open(ctx, opts.Etcd); err != nil {
 		return nil, fmt.Errorf("director: %w", err)
 	}
@@ -239,6 +258,9 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 	if err := d.loadState(ctx); err != nil {
 		return nil, err
 	}
+	if err := d.startTasks(ctx); err != nil {
+		return nil, err
+	}
 	d.wg.Add(2)
 	go func() {
 		defer d.wg.Done()
@@ -248,7 +270,7 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 		defer d.wg.Done()
 		d.recoveryLoop(d.bg)
 	}()
-	d.log.Info("director open", "data", opts.DataDir, "listen", d.ln.Addr().String(),
+	d.log.Info("director open", "data", opts.DataDir, "listen", d.ln.Addr().String(), "replica", d.replicaID,
 		"advertise", d.advertise, "pin", d.ca.Pin(), "canSign", d.ca.CanSign())
 	return d, nil
 }
@@ -366,6 +388,9 @@ func (d *Director) Addr() string { return d.ln.Addr().String() }
 
 // Advertise is the host:port join strings name.
 func (d *Director) Advertise() string { return d.advertise }
+
+// ReplicaID is this replica's id.
+func (d *Director) ReplicaID() string { return d.replicaID }
 
 // Pin is the root CA's SPKI pin, "sha256:<hex>".
 func (d *Director) Pin() string { return d.ca.Pin() }

@@ -17,6 +17,13 @@ const (
 	preNodeState = "nodestate/"
 	preReports   = "reports/"
 	preAudit     = "audit/"
+	// director tasks and inventory
+	preTasks      = "tasks/"
+	preTaskStatus = "taskstatus/"
+	preTaskIDs    = "taskids/"
+	preTaskData   = "taskdata/"
+	preInventory  = "inventory/"
+	preResync     = "resync/"
 )
 
 // recordVersion is the "v" of every value the director writes.
@@ -169,6 +176,9 @@ type nodeRecord struct {
 	Address      string     `json:"address,omitempty"`
 	RevokedAt    int64      `json:"revokedAt,omitempty"`
 	RevokeReason string     `json:"revokeReason,omitempty"`
+	// TaskKinds are the task kinds the node's agent said it runs at its
+	// last Register (none: an agent that predates tasks).
+	TaskKinds []string `json:"taskKinds,omitempty"`
 }
 
 func (n *nodeRecord) revoked() bool { return n.RevokedAt != 0 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -26,6 +27,15 @@ type liveSession struct {
 	ended  chan struct{} // closed by cut
 	why    error
 	reason string
+
+	// out holds what the director has for the agent (tasks, cancels,
+	// resyncs, acks); the session's handler sends it, after Registered.
+	out chan *directorv1.SessionResponse
+	w   *sessionWriter
+
+	taskMu     sync.Mutex
+	sent       map[string]bool // task ids sent on this session
+	cancelSent map[string]bool
 }
 
 // cut ends the session: with why nil quietly; else the handler returns
@@ -79,7 +89,18 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 	}
 
 	s := &liveSession{node: p.NodeID, serial: p.Serial, notAfter: p.NotAfter, addr: p.Addr,
-		opened: d.now(), ended: make(chan struct{})}
+		opened: d.now(), ended: make(chan struct{}), out: make(chan *directorv1.SessionResponse, outQueue),
+		sent: map[string]bool{}, cancelSent: map[string]bool{}}
+	s.w = newSessionWriter(d, s)
+	// The writer outlives the handler long enough to store what the agent
+	// sent last (a terminal status just before it left).
+	handlerDone := make(chan struct{})
+	defer close(handlerDone)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		s.w.run(handlerDone)
+	}()
 	d.mu.Lock()
 	old := d.sessions[p.NodeID]
 	d.sessions[p.NodeID] = s
@@ -114,6 +135,8 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 		HeartbeatIntervalMs: d.opts.HeartbeatInterval.Milliseconds(),
 		ReportIntervalMs:    d.opts.ReportInterval.Milliseconds(),
 		DirectorVersion:     d.version,
+		ReplicaId:           d.replicaID,
+		Directors:           []string{d.advertise},
 	}}}); err != nil {
 		d.closeSession(p, "send failed")
 		return nil
@@ -145,6 +168,14 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 		why string
 		ret error // the handler's error (nil: the stream just ends)
 	}
+	// Every session starts with a full inventory (the one "on Register")
+	// and with the node's tasks still to run.
+	d.resync(s, "", ResyncRegister)
+	d.wg.Add(1)
+	go func() {
+		defer d.wg.Done()
+		d.sendPending(ctx, s)
+	}()
 	recvDone := make(chan recvEnd, 1)
 	go func() {
 		for {
@@ -170,6 +201,14 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 				}
 			case *directorv1.SessionRequest_HostReport:
 				d.report(ctx, p.NodeID, msg.HostReport)
+			case *directorv1.SessionRequest_TaskStatus:
+				s.w.status(msg.TaskStatus)
+			case *directorv1.SessionRequest_TaskData:
+				s.w.taskData(msg.TaskData)
+			case *directorv1.SessionRequest_Inventory:
+				d.fullInventory(s, msg.Inventory)
+			case *directorv1.SessionRequest_InventoryDelta:
+				d.inventoryDelta(s, msg.InventoryDelta)
 			case *directorv1.SessionRequest_Goodbye:
 				// Leaving on purpose is no sign of life or death: the
 				// liveness clock runs on.
@@ -183,6 +222,23 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 		}
 	}()
 
+	for {
+		select {
+		case m := <-s.out:
+			if err := send(m); err != nil {
+				d.closeSession(p, "send failed")
+				return nil
+			}
+			continue
+		case <-s.ended:
+		case <-d.stopping:
+		case <-ctx.Done():
+		case e := <-recvDone:
+			d.closeSession(p, e.why)
+			return e.ret
+		}
+		break
+	}
 	select {
 	case <-s.ended:
 		if s.why == nil {
@@ -244,6 +300,9 @@ func (d *Director) register(ctx context.Context, p peer, reg *directorv1.Registe
 		if caps := capsFrom(reg.GetCapabilities()); !slices.Equal(caps, n.Capabilities) {
 			n.Capabilities, changed = caps, true
 		}
+		if kinds := taskKindsFrom(reg.GetTaskKinds()); !slices.Equal(kinds, n.TaskKinds) {
+			n.TaskKinds, changed = kinds, true
+		}
 		if a := hostOf(p.Addr); a != n.Address {
 			n.Address, changed = a, true // the host only: a port changes every connection
 		}
@@ -301,8 +360,8 @@ func (d *Director) report(ctx context.Context, node string, r *directorv1.HostRe
 	prev := d.reports[node]
 	d.reports[node] = &nodeReport{at: now, report: r, vms: vms}
 	d.mu.Unlock()
-	if prev != nil && slices.Equal(prev.vms, vms) {
-		return
+	if prev != nil && slices.Equal(prev.vms, vms) || d.hasInventory(node) {
+		return // unchanged, or superseded by the node's inventory
 	}
 	if err := d.store.Put(ctx, preReports+node, reportRecord{V: recordVersion, At: ms(now), VMs: vms}, 0); err != nil {
 		d.log.Warn("director: write report", "node", node, "err", err)
@@ -402,6 +461,23 @@ func (a *agentService) Leave(ctx context.Context, req *connect.Request[directorv
 		return nil, connect.NewError(connect.CodeUnavailable, err)
 	}
 	return connect.NewResponse(&directorv1.LeaveResponse{}), nil
+}
+
+// taskKindsFrom is the kinds an agent advertised, as stored: at most 32,
+// each a kind name's characters only, sorted, no duplicates.
+func taskKindsFrom(kinds []string) []string {
+	var out []string
+	for _, k := range kinds {
+		if len(out) == 32 {
+			break
+		}
+		if k == "" || len(k) > 40 || strings.ContainsFunc(k, func(r rune) bool { return (r < 'a' || r > 'z') && r != '-' }) {
+			continue
+		}
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // hostOf is the host of a host:port address (the address itself when it

@@ -46,6 +46,13 @@ func openSession(t testing.TB, agent directorv1connect.AgentServiceClient, node 
 	if reg == nil {
 		t.Fatalf("first answer %v, want Registered", m)
 	}
+	// Every session starts with a request for the full inventory.
+	if m, err = s.stream.Receive(); err != nil {
+		t.Fatalf("receive Resync: %v", err)
+	}
+	if r := m.GetResync(); r == nil || r.GetReason() != director.ResyncRegister || r.GetResyncId() == "" {
+		t.Fatalf("answer after Registered %v, want Resync{reason: register}", m)
+	}
 	return s, reg
 }
 
