@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"encoding/pem"
 	"log/slog"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/virtcon/virtcon/api/directorv1"
@@ -105,4 +108,84 @@ func TestNoSecretsInLogsAuditOrStore(t *testing.T) {
 	if !strings.Contains(audit.String(), j.ID()) {
 		t.Errorf("the audit does not name the token id %s: the scan looked at the wrong thing", j.ID())
 	}
+}
+
+// A create-vm's manifest may hold cloud-init user data, a secret: once
+// the task has ended it is nowhere in the director's store (not even
+// base64-encoded inside a JSON value), and never in its log, its audit
+// trail or what the admin API shows.
+func TestNoUserDataAfterCreateVM(t *testing.T) {
+	var logs testutil.Buffer
+	h := directortest.Start(t, func(o *director.Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		o.Etcd.Logger = o.Logger
+	})
+	ctx := context.Background()
+	secret := "ud-" + hex.EncodeToString(newKey(t).PublicKey.X.Bytes()[:12])
+	manifest := "apiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata:\n  name: web\nspec:\n  cloudInit:\n    userData: |\n      #cloud-config\n      password: " + secret + "\n"
+	a := newTaskAgent(t, h, allKinds...)
+	task := &directorv1.Task{Id: uuid.NewString(), Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: []byte(manifest)}}}
+	ti := createTask(t, h, a.node, task)
+	if got := a.next().GetTask().GetCreateVm().GetManifest(); string(got) != manifest {
+		t.Fatalf("the agent got manifest %q, want the one created", got)
+	}
+	// While pending the store holds it (the agent may need it again);
+	// the scan below proves it can see it there.
+	if !strings.Contains(allStored(t, h), secret) {
+		t.Fatal("the pending task's manifest is not found in the store: the scan would prove nothing")
+	}
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 1, Phase: directorv1.TaskPhase_TASK_PHASE_QUEUED})
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 2, Phase: directorv1.TaskPhase_TASK_PHASE_SUCCEEDED})
+	waitPhase(t, h, task.GetId(), directorv1.TaskPhase_TASK_PHASE_SUCCEEDED)
+	// A retry of the same task still matches it by the manifest's SHA-256.
+	if again := createTask(t, h, a.node, task); again.GetId() != ti.GetId() || again.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED {
+		t.Errorf("retried create-vm: %v, want the stored task", again)
+	}
+	list, _ := h.Admin.ListTasks(ctx, connect.NewRequest(&directorv1.ListTasksRequest{}))
+	shown, _ := protojson.Marshal(list.Msg)
+	var audit bytes.Buffer
+	for _, e := range h.Audit(t) {
+		b, _ := protojson.Marshal(e)
+		audit.Write(b)
+	}
+	for what, text := range map[string]string{"store": allStored(t, h), "log": logs.String(), "audit": audit.String(), "ListTasks": string(shown)} {
+		if strings.Contains(text, secret) {
+			t.Errorf("the %s holds the create-vm's user data after the task ended", what)
+		}
+	}
+}
+
+// allStored is every key and value in the director's store, and every
+// JSON string in them that decodes as base64, decoded.
+func allStored(t *testing.T, h *directortest.Harness) string {
+	t.Helper()
+	var b strings.Builder
+	var walk func(v any)
+	walk = func(v any) {
+		switch x := v.(type) {
+		case string:
+			if raw, err := base64.StdEncoding.DecodeString(x); err == nil {
+				b.Write(raw)
+				b.WriteByte('\n')
+			}
+		case map[string]any:
+			for _, e := range x {
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		}
+	}
+	for k, v := range h.StoreValues(t) {
+		b.WriteString(k + " ")
+		b.Write(v)
+		b.WriteByte('\n')
+		var j any
+		if json.Unmarshal(v, &j) == nil {
+			walk(j)
+		}
+	}
+	return b.String()
 }

@@ -537,3 +537,55 @@ func TestInventoryResync(t *testing.T) {
 		t.Errorf("an offline node's VM: %v, want display phase unknown (last seen Paused at ...)", v)
 	}
 }
+
+// A diagnostics bundle's chunks are stored and acked in order, and
+// GetTaskData gives them back whole; a chunk for a task that takes none
+// is neither stored nor acked.
+func TestTaskData(t *testing.T) {
+	h := directortest.Start(t)
+	a := newTaskAgent(t, h, allKinds...)
+	task := &directorv1.Task{Id: uuid.NewString(), Kind: &directorv1.Task_CollectDiagnostics{CollectDiagnostics: &directorv1.CollectDiagnostics{}}}
+	createTask(t, h, a.node, task)
+	if got := a.next().GetTask(); got.GetId() != task.GetId() {
+		t.Fatalf("agent got %v, want the task", got)
+	}
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 1, Phase: running})
+	bundle := []byte(strings.Repeat("0123456789abcdef", 20000)) // 320,000 bytes
+	chunks := [][]byte{bundle[:256<<10], bundle[256<<10:]}
+	var off uint64
+	for i, c := range chunks {
+		a.send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_TaskData{TaskData: &directorv1.TaskData{
+			TaskId: task.GetId(), Offset: off, Data: c, Last: i == len(chunks)-1}}})
+		off += uint64(len(c))
+		if ack := a.next().GetTaskDataAck(); ack.GetTaskId() != task.GetId() || ack.GetOffset() != off {
+			t.Fatalf("ack %v, want offset %d", ack, off)
+		}
+	}
+	other := startTask("web")
+	createTask(t, h, a.node, other)
+	a.next()
+	a.send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_TaskData{TaskData: &directorv1.TaskData{
+		TaskId: other.GetId(), Data: []byte("x"), Last: true}}})
+	a.quiet(300 * time.Millisecond)
+
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 2, Phase: succeeded})
+	waitPhase(t, h, task.GetId(), succeeded)
+	stream, err := h.Admin.GetTaskData(context.Background(), connect.NewRequest(&directorv1.GetTaskDataRequest{Id: task.GetId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for stream.Receive() {
+		got = append(got, stream.Msg().GetData()...)
+	}
+	if err := stream.Err(); err != nil || string(got) != string(bundle) {
+		t.Errorf("GetTaskData: %d bytes (%v), want the %d sent", len(got), err, len(bundle))
+	}
+	stream, err = h.Admin.GetTaskData(context.Background(), connect.NewRequest(&directorv1.GetTaskDataRequest{Id: other.GetId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for stream.Receive() {
+		t.Errorf("the start-vm task has data: %d bytes", len(stream.Msg().GetData()))
+	}
+}
