@@ -69,7 +69,6 @@ func execCreateVM(ctx context.Context, env *taskEnv, t *directorv1.CreateVM) (*d
 	if err != nil {
 		return nil, err
 	}
-	env.Log.Info("vm created", "vm", created.Metadata.Name, "uid", created.Metadata.UID)
 	return vmResult(ctx, env, created.Metadata.UID, ""), nil
 }
 
@@ -77,7 +76,6 @@ func execStartVM(ctx context.Context, env *taskEnv, t *directorv1.StartVM) (*dir
 	if err := env.Host.VMs.StartWith(ctx, t.GetVm(), vm.StartOptions{}); err != nil {
 		return nil, err
 	}
-	env.Log.Info("vm started", "vm", t.GetVm())
 	return vmResult(ctx, env, t.GetVm(), ""), nil
 }
 
@@ -104,7 +102,6 @@ func execDeleteVM(ctx context.Context, env *taskEnv, t *directorv1.DeleteVM) (*d
 	if err := env.Host.VMs.Delete(ctx, t.GetVm(), t.GetForce()); err != nil {
 		return nil, err
 	}
-	env.Log.Info("vm deleted", "vm", t.GetVm())
 	res.GetVm().Phase = ""
 	return res, nil
 }

@@ -604,12 +604,21 @@ func (tr *taskRunner) failure(lt *liveTask, err error) (*directorv1.TaskFailure,
 }
 
 // env is a task's environment: its logger captures INFO+ records as the
-// task's log lines, Progress throttles progress statuses.
+// task's log lines, and so do the host services it gets (built for the
+// task on the same layout and host root: they hold no state of their
+// own, so the host's own words, "guest did not power off in time;
+// sending quit", are the task's lines); Progress throttles progress
+// statuses.
 func (tr *taskRunner) env(lt *liveTask) *taskEnv {
+	log := slog.New(&captureHandler{next: tr.log.Handler().WithAttrs([]slog.Attr{slog.String("task", lt.id)}), lt: lt, tr: tr})
+	h := tr.h
+	if h != nil {
+		h = host.New(host.Options{Layout: h.Layout, HostRoot: h.HostRoot, Logger: log})
+	}
 	return &taskEnv{
 		ID:   lt.id,
-		Host: tr.h,
-		Log:  slog.New(&captureHandler{next: tr.log.Handler().WithAttrs([]slog.Attr{slog.String("task", lt.id)}), lt: lt, tr: tr}),
+		Host: h,
+		Log:  log,
 		Progress: func(done, total int64, unit string) {
 			lt.mu.Lock()
 			lt.progress = &directorv1.Progress{Done: done, Total: total, Unit: unit}

@@ -27,6 +27,7 @@ import (
 	directorv1 "github.com/virtcon/virtcon/api/directorv1"
 	"github.com/virtcon/virtcon/api/directorv1/directorv1connect"
 	"github.com/virtcon/virtcon/host"
+	"github.com/virtcon/virtcon/vm"
 )
 
 // fakeSessions is a scripted director AgentService over real TLS (the
@@ -824,5 +825,69 @@ func TestTaskQueueBusy(t *testing.T) {
 	f.waitPhase(t, ids[taskWorkers], directorv1.TaskPhase_TASK_PHASE_RUNNING)
 	if s := f.of(ids[taskWorkers+1]); len(s) != 1 {
 		t.Errorf("the second waiting task ran before the first: %v", s)
+	}
+}
+
+// create-vm goes through the host's admission (a bad field fails
+// INVALID_ARGUMENT naming it) and stamps the director's generation;
+// delete-vm removes it; the host services' own INFO lines are the tasks'
+// log lines, the manifest is in no status.
+func TestTaskCreateDeleteVM(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := taskAgent(t, f)
+	requireKind(t, f, KindCreateVM)
+	kernel := filepath.Join(h.Layout.ImagesDir(), "vmlinuz")
+	if err := os.MkdirAll(h.Layout.ImagesDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kernel, []byte("kernel"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	manifest := "apiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata:\n  name: web\nspec:\n  cpus: 1\n  memoryMiB: 64\n  boot:\n    kernel: " + kernel +
+		"\n  cloudInit:\n    userData: \"#cloud-config\\npassword: s3cr3t-user-data\\n\"\n"
+	// from afar, a kernel outside the images directory is refused
+	bad := strings.Replace(manifest, kernel, "/etc/passwd", 1)
+	badID := newID()
+	f.sendTask(t, &directorv1.Task{Id: badID, DeadlineInMs: 60000, Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: []byte(bad), DirectorGeneration: "1"}}})
+	st := f.waitTerminal(t, badID)
+	if reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_INVALID_ARGUMENT || len(st.GetFailure().GetFields()) == 0 ||
+		st.GetFailure().GetFields()[0].GetField() != "spec.boot.kernel" {
+		t.Errorf("create with kernel /etc/passwd: %v; want INVALID_ARGUMENT on spec.boot.kernel", st)
+	}
+
+	id := newID()
+	f.sendTask(t, &directorv1.Task{Id: id, DeadlineInMs: 60000, Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: []byte(manifest), DirectorGeneration: "1"}}})
+	st = f.waitTerminal(t, id)
+	res := st.GetResult().GetVm()
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED || res.GetName() != "web" || res.GetUid() == "" {
+		t.Fatalf("create-vm: %v; want SUCCEEDED with web's uid", st)
+	}
+	e, err := h.VMs.Peek(context.Background(), "web")
+	if err != nil || e.DirectorGeneration != "1" || e.UID != res.GetUid() {
+		t.Errorf("the created VM: %+v, %v; want director generation 1, uid %s", e, err, res.GetUid())
+	}
+	del := newID()
+	f.sendTask(t, &directorv1.Task{Id: del, DeadlineInMs: 60000, Kind: &directorv1.Task_DeleteVm{DeleteVm: &directorv1.DeleteVM{Vm: "web"}}})
+	if st := f.waitTerminal(t, del); st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED || st.GetResult().GetVm().GetUid() != res.GetUid() {
+		t.Errorf("delete-vm: %v; want SUCCEEDED naming uid %s", st, res.GetUid())
+	}
+	if _, err := h.VMs.Peek(context.Background(), "web"); !errors.Is(err, vm.ErrNotFound) {
+		t.Errorf("after delete-vm: %v; want not found", err)
+	}
+	var lines []string
+	for _, s := range append(f.of(id), f.of(del)...) {
+		lines = append(lines, s.GetLog()...)
+	}
+	joined := strings.Join(lines, "\n")
+	if !strings.Contains(joined, "vm created") || !strings.Contains(joined, "vm deleted") {
+		t.Errorf("log lines %q; want the host's 'vm created' and 'vm deleted'", lines)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, s := range f.statuses {
+		if b, _ := proto.Marshal(s); bytes.Contains(b, []byte("s3cr3t-user-data")) {
+			t.Errorf("a status carries the cloud-init user data: %v", s)
+		}
 	}
 }
