@@ -16,6 +16,17 @@
 //	nodestate/<node>     the node's liveness state, written on transitions only
 //	reports/<node>       the node's last VM list, written when it changes
 //	audit/<time>-<rand>  an audit entry, kept for Options.AuditRetention
+//	tasks/<node>/<task>       a task as created (a create-vm's manifest dropped once it ended)
+//	taskstatus/<node>/<task>  its phase and the agent's last status, log tail
+//	taskids/<task>            which node a task is for
+//	taskdata/<node>/<task>/<offset>  a diagnostics bundle's chunks, 24 h
+//	inventory/<node>     the node's VMs as its agent last said (full + deltas)
+//	resync/<node>        an admin's request for a full inventory, 1 h
+//
+// A task stored through any replica reaches the node through the replica
+// holding its session (a tasks/ watch; held is the one routing point).
+// What agents send is written by one writer per session, never on the
+// goroutine that answers heartbeats.
 //
 // Heartbeats stay in memory: silence is judged on the director's clock,
 // never on the agent's, and a silent node's VMs show as "unknown (last
