@@ -479,6 +479,23 @@ func TestTaskPullImageProgress(t *testing.T) {
 	if !contains(imagesLeft(t, h), "base.img") {
 		t.Errorf("images/ holds %v; want base.img", imagesLeft(t, h))
 	}
+	// the same image again under another task id (a journal lost with a
+	// host reinstall): done, nothing downloaded; other bytes under the
+	// name: CONFLICT
+	before := srv.requests.Load()
+	same := newID()
+	f.sendTask(t, pullTask(same, srv.URL+"/disk.img", "base", srv.sha(), time.Minute))
+	if st := f.waitTerminal(t, same); st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED || st.GetResult().GetImage().GetSha256() != srv.sha() {
+		t.Errorf("pull of an image already there: %v; want SUCCEEDED with its sha256", st)
+	}
+	other := newID()
+	f.sendTask(t, pullTask(other, srv.URL+"/disk.img", "base", strings.Repeat("cd", 32), time.Minute))
+	if st := f.waitTerminal(t, other); reasonOf(st) != directorv1.TaskFailureReason_TASK_FAILURE_REASON_CONFLICT {
+		t.Errorf("pull of other bytes under a taken name: %v; want CONFLICT", st)
+	}
+	if n := srv.requests.Load(); n != before {
+		t.Errorf("%d more downloads for a name already taken; want none", n-before)
+	}
 }
 
 // A bad sha256 fails CHECKSUM_MISMATCH and leaves nothing under images/.
