@@ -26,6 +26,7 @@ import (
 
 	directorv1 "github.com/virtcon/virtcon/api/directorv1"
 	"github.com/virtcon/virtcon/api/directorv1/directorv1connect"
+	"github.com/virtcon/virtcon/director/directortest"
 	"github.com/virtcon/virtcon/host"
 	"github.com/virtcon/virtcon/vm"
 )
@@ -906,5 +907,93 @@ func TestTaskCreateDeleteVM(t *testing.T) {
 		if b, _ := proto.Marshal(s); bytes.Contains(b, []byte("s3cr3t-user-data")) {
 			t.Errorf("a status carries the cloud-init user data: %v", s)
 		}
+	}
+}
+
+// watchTask follows a task on the real director until it ends.
+func watchTask(t *testing.T, d *directortest.Harness, id string) (*directorv1.TaskInfo, []*directorv1.TaskInfo) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := d.Admin.WatchTask(ctx, connect.NewRequest(&directorv1.WatchTaskRequest{Id: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var seen []*directorv1.TaskInfo
+	for s.Receive() {
+		ti := s.Msg()
+		seen = append(seen, ti)
+		if terminalPhase(ti.GetPhase()) {
+			return ti, seen
+		}
+	}
+	t.Fatalf("watch of task %s ended without a terminal phase: %v (seen %v)", id, s.Err(), seen)
+	return nil, nil
+}
+
+// End to end with the real director (directortest: TLS, etcd): the node
+// advertises its kinds, a pull created on the admin API runs on the agent
+// with progress and succeeds; a collect-diagnostics bundle reaches the
+// director whole (GetTaskData matches the result's sha256).
+func TestTasksRealDirector(t *testing.T) {
+	t.Parallel()
+	d := directortest.Start(t, shortIntervals)
+	h := testHost(t)
+	st := enrolHost(t, d, h)
+	startRun(t, h, RunOptions{})
+	var kinds []string
+	waitFor(t, "the node's task kinds on the director", func() bool {
+		kinds = d.Node(t, st.NodeID).GetNode().GetTaskKinds()
+		return len(kinds) > 0
+	})
+	if !contains(kinds, KindCollectDiagnostics) {
+		t.Fatalf("the director's node runs %v; want collect-diagnostics at least", kinds)
+	}
+	ctx := context.Background()
+	if contains(kinds, KindPullImage) {
+		srv := startImageServer(t, 12<<20, 1<<20, 40*time.Millisecond)
+		id := newID()
+		if _, err := d.Admin.CreateTask(ctx, connect.NewRequest(&directorv1.CreateTaskRequest{Node: st.NodeID,
+			Task: pullTask(id, srv.URL+"/disk.img", "base", srv.sha(), time.Minute)})); err != nil {
+			t.Fatalf("CreateTask: %v", err)
+		}
+		end, seen := watchTask(t, d, id)
+		if end.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED || end.GetResult().GetImage().GetSha256() != srv.sha() {
+			t.Fatalf("pull via the director: %v; want SUCCEEDED with the sha256", end)
+		}
+		progressed := false
+		for _, ti := range seen {
+			if ti.GetProgress().GetDone() > 0 && ti.GetProgress().GetUnit() == "bytes" {
+				progressed = true
+			}
+		}
+		if !progressed {
+			t.Errorf("no progress in bytes seen on the director: %v", seen)
+		}
+	}
+	id := newID()
+	if _, err := d.Admin.CreateTask(ctx, connect.NewRequest(&directorv1.CreateTaskRequest{Node: st.NodeID,
+		Task: &directorv1.Task{Id: id, DeadlineInMs: 60000, Kind: &directorv1.Task_CollectDiagnostics{CollectDiagnostics: &directorv1.CollectDiagnostics{}}}})); err != nil {
+		t.Fatalf("CreateTask: %v", err)
+	}
+	end, _ := watchTask(t, d, id)
+	if end.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED {
+		t.Fatalf("collect-diagnostics via the director: %v; want SUCCEEDED", end)
+	}
+	s, err := d.Admin.GetTaskData(ctx, connect.NewRequest(&directorv1.GetTaskDataRequest{Id: id}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bundle []byte
+	for s.Receive() {
+		bundle = append(bundle, s.Msg().GetData()...)
+	}
+	if err := s.Err(); err != nil {
+		t.Fatalf("GetTaskData: %v", err)
+	}
+	sum := sha256.Sum256(bundle)
+	if res := end.GetResult().GetDiagnostics(); res.GetSha256() != hex.EncodeToString(sum[:]) || res.GetSizeBytes() != int64(len(bundle)) {
+		t.Errorf("the director's bundle: %d bytes, sha256 %x; the agent's result %v", len(bundle), sum, res)
 	}
 }
