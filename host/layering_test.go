@@ -15,7 +15,7 @@ var faces = []string{module + "/cli", module + "/tui"}
 
 // testHelpers are the packages only tests import: neither core nor face,
 // they may import what a test needs (testing, a golden-file library).
-var testHelpers = []string{module + "/internal/testutil", module + "/internal/pamtest", module + "/tui/tuitest", module + "/director/directortest"}
+var testHelpers = []string{module + "/internal/testutil", module + "/internal/pamtest", module + "/tui/tuitest", module + "/director/directortest", module + "/director/etcdstore/etcdtest"}
 
 // uiLibraries are what only a face may import.
 var uiLibraries = []string{"github.com/spf13/cobra", "github.com/spf13/pflag", "charm.land/", "github.com/charmbracelet/"}

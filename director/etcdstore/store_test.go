@@ -16,6 +16,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/virtcon/virtcon/director/etcdstore/etcdtest"
 )
 
 // shared is one embedded member for the whole test binary; most tests
@@ -40,6 +42,7 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	shared.Close()
 	os.RemoveAll(dir)
+	etcdtest.RemoveBuilt()
 	os.Exit(code)
 }
 

@@ -25,8 +25,9 @@ const DefaultRequestTimeout = 3 * time.Second
 var ErrUnavailable = errors.New("etcd unavailable")
 
 // UnavailableError is a request etcd did not serve: Timeout is set when
-// nothing answered within it, Err when a member answered that it has no
-// leader.
+// nothing answered within it (or a member gave up waiting for a quorum),
+// Err is what etcd said, when it said something (a member without a
+// leader).
 type UnavailableError struct {
 	Timeout time.Duration
 	Err     error
@@ -70,16 +71,20 @@ func (s *Store) unavailable(parent, rctx context.Context, err error) error {
 	if parent.Err() == nil && errors.Is(context.Cause(rctx), errRequestTimeout) {
 		return &UnavailableError{Timeout: s.requestTimeout}
 	}
-	if noLeader(err) || status.Code(err) == codes.Unavailable {
+	// a member's own timeout (it gave up waiting for a quorum) reads as
+	// ours: the same condition, and the words callers and docs know
+	if isAny(err, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost,
+		rpctypes.ErrTimeoutWaitAppliedIndex) {
+		return &UnavailableError{Timeout: s.requestTimeout, Err: err}
+	}
+	if isAny(err, rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged) || status.Code(err) == codes.Unavailable {
 		return &UnavailableError{Err: err}
 	}
 	return err
 }
 
-// noLeader reports the errors of a member that cannot reach a quorum.
-func noLeader(err error) bool {
-	for _, e := range []error{rpctypes.ErrNoLeader, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail,
-		rpctypes.ErrTimeoutDueToConnectionLost, rpctypes.ErrTimeoutWaitAppliedIndex, rpctypes.ErrLeaderChanged} {
+func isAny(err error, targets ...error) bool {
+	for _, e := range targets {
 		if errors.Is(err, e) || rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(e) {
 			return true
 		}
