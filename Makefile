@@ -85,7 +85,7 @@ bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm star
 # DCUI (root, tmux, PAM): first frame vs `virt version` on a pty, RSS with 50 VMs, key latency while QMP hangs
 	VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestDCUIBench|TestWebtermBench' -v ./integration/
 	$(GO) test -count=1 -run TestKeypressDuringSlowCall -v ./tui/vms/
-# director: 1000 simulated agents on loopback (enrolment 16 in flight; one mTLS session each at 10 s and 1 s heartbeats)
+# director: 1000 simulated agents on loopback (enrolment 16 in flight; one mTLS session each at 10 s and 1 s heartbeats; then 2000 tasks, 4 in flight: CreateTask to the agent's Queued on WatchTask)
 	$(GO) run ./scripts/dirload -director bin/virt-director
 
 docs: build ## regenerate docs/cli-reference.md and docs/virt-director-reference.md

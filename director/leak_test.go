@@ -121,7 +121,7 @@ func TestNoUserDataAfterCreateVM(t *testing.T) {
 		o.Etcd.Logger = o.Logger
 	})
 	ctx := context.Background()
-	secret := "ud-" + hex.EncodeToString(newKey(t).PublicKey.X.Bytes()[:12])
+	secret := "ud-" + uuid.NewString()
 	manifest := "apiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata:\n  name: web\nspec:\n  cloudInit:\n    userData: |\n      #cloud-config\n      password: " + secret + "\n"
 	a := newTaskAgent(t, h, allKinds...)
 	task := &directorv1.Task{Id: uuid.NewString(), Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: []byte(manifest)}}}

@@ -130,6 +130,23 @@ type Stats struct {
 	Registered atomic.Int64 // sessions that got Registered
 	Acks       atomic.Int64 // heartbeats answered
 	Errors     atomic.Int64 // sessions that ended with an error (and were reopened)
+	Tasks      atomic.Int64 // tasks run (each id once)
+	Duplicates atomic.Int64 // tasks delivered again (answered from the journal)
+	Resyncs    atomic.Int64 // full inventories sent
+}
+
+// Options shape the simulated sessions.
+type Options struct {
+	// Period is the heartbeat period (±10 % jitter; first beats spread
+	// over one period).
+	Period time.Duration
+	// TaskKinds are advertised at Register; with any, each Task is
+	// answered Queued then, after TaskDelay, Succeeded (an id seen before
+	// only gets its last status again, as a real agent's journal does).
+	TaskKinds []string
+	TaskDelay time.Duration
+	// VMs is the size of the synthetic inventory sent for each Resync.
+	VMs int
 }
 
 // Sessions holds one Session stream per identity against the director at
@@ -137,13 +154,19 @@ type Stats struct {
 // period with ±10 % jitter, first beats spread over one period, until ctx
 // ends. A stream that fails is reopened after a second.
 func Sessions(ctx context.Context, addr, serverName string, ids []Identity, period time.Duration, st *Stats) {
+	SessionsWith(ctx, addr, serverName, ids, Options{Period: period}, st)
+}
+
+// SessionsWith is Sessions with tasks and inventory as opts say.
+func SessionsWith(ctx context.Context, addr, serverName string, ids []Identity, opts Options, st *Stats) {
 	var wg sync.WaitGroup
 	for i := range ids {
 		wg.Add(1)
+		journal := &taskJournal{m: map[string]*directorv1.TaskStatus{}} // across this agent's sessions
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if err := session(ctx, addr, serverName, ids[i], period, st); err != nil && ctx.Err() == nil {
+				if err := session(ctx, addr, serverName, ids[i], opts, journal, st); err != nil && ctx.Err() == nil {
 					st.Errors.Add(1)
 					select {
 					case <-ctx.Done():
@@ -156,7 +179,8 @@ func Sessions(ctx context.Context, addr, serverName string, ids []Identity, peri
 	wg.Wait()
 }
 
-func session(ctx context.Context, addr, serverName string, id Identity, period time.Duration, st *Stats) error {
+func session(ctx context.Context, addr, serverName string, id Identity, opts Options, journal *taskJournal, st *Stats) error {
+	period := opts.Period
 	tr := transport(&tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		RootCAs:      id.Roots,
@@ -170,8 +194,9 @@ func session(ctx context.Context, addr, serverName string, id Identity, period t
 	s := c.Session(ctx)
 	defer s.CloseRequest() //nolint:errcheck // the stream is being dropped
 	if err := s.Send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Register{Register: &directorv1.Register{
-		NodeId: id.NodeID,
-		Host:   &directorv1.HostFacts{Hostname: id.Cert.Leaf.Subject.CommonName, AgentVersion: "loadgen"},
+		NodeId:    id.NodeID,
+		Host:      &directorv1.HostFacts{Hostname: id.Cert.Leaf.Subject.CommonName, AgentVersion: "loadgen"},
+		TaskKinds: opts.TaskKinds,
 	}}}); err != nil {
 		return err
 	}
@@ -184,6 +209,15 @@ func session(ctx context.Context, addr, serverName string, id Identity, period t
 	}
 	st.Registered.Add(1)
 	recvErr := make(chan error, 1)
+	var sendMu sync.Mutex
+	send := func(m *directorv1.SessionRequest) {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		_ = s.Send(m) // a failed stream shows in Receive
+	}
+	status := func(st *directorv1.TaskStatus) {
+		send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_TaskStatus{TaskStatus: st}})
+	}
 	go func() {
 		for {
 			m, err := s.Receive()
@@ -191,8 +225,43 @@ func session(ctx context.Context, addr, serverName string, id Identity, period t
 				recvErr <- err
 				return
 			}
-			if m.GetHeartbeatAck() != nil {
+			switch msg := m.GetMsg().(type) {
+			case *directorv1.SessionResponse_HeartbeatAck:
 				st.Acks.Add(1)
+			case *directorv1.SessionResponse_Resync:
+				st.Resyncs.Add(1)
+				send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Inventory{Inventory: syntheticInventory(id.NodeID, msg.Resync.GetResyncId(), opts.VMs)}})
+			case *directorv1.SessionResponse_Task:
+				if len(opts.TaskKinds) == 0 {
+					continue
+				}
+				tid := msg.Task.GetId()
+				journal.mu.Lock()
+				last, seen := journal.m[tid]
+				q := &directorv1.TaskStatus{TaskId: tid, Seq: 1, Phase: directorv1.TaskPhase_TASK_PHASE_QUEUED}
+				if !seen {
+					journal.m[tid] = q
+				}
+				journal.mu.Unlock()
+				if seen {
+					st.Duplicates.Add(1)
+					status(last)
+					continue
+				}
+				st.Tasks.Add(1)
+				status(q)
+				go func() {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(opts.TaskDelay):
+					}
+					done := &directorv1.TaskStatus{TaskId: tid, Seq: 2, Phase: directorv1.TaskPhase_TASK_PHASE_SUCCEEDED}
+					journal.mu.Lock()
+					journal.m[tid] = done
+					journal.mu.Unlock()
+					status(done)
+				}()
 			}
 		}
 	}()
@@ -205,9 +274,32 @@ func session(ctx context.Context, addr, serverName string, id Identity, period t
 			return err
 		case <-time.After(wait):
 		}
-		if err := s.Send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Heartbeat{Heartbeat: &directorv1.Heartbeat{Seq: seq}}}); err != nil {
+		sendMu.Lock()
+		err := s.Send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Heartbeat{Heartbeat: &directorv1.Heartbeat{Seq: seq}}})
+		sendMu.Unlock()
+		if err != nil {
 			return err
 		}
 		wait = time.Duration(float64(period) * (0.9 + 0.2*rand.Float64()))
 	}
+}
+
+// taskJournal is a simulated agent's memory of the tasks it ran: each
+// id's last status.
+type taskJournal struct {
+	mu sync.Mutex
+	m  map[string]*directorv1.TaskStatus
+}
+
+// syntheticInventory is n made-up MANAGED VMs of node, the same ones on
+// every call (epoch and uids derive from the node id).
+func syntheticInventory(node, resyncID string, n int) *directorv1.Inventory {
+	inv := &directorv1.Inventory{Epoch: "loadgen-" + node, Generation: 1, ResyncId: resyncID}
+	for i := range n {
+		inv.Vms = append(inv.Vms, &directorv1.InventoryVM{
+			Uid: fmt.Sprintf("%.8s-0000-4000-8000-%012d", node, i), Name: fmt.Sprintf("vm-%03d", i),
+			Class: "MANAGED", Phase: "Running", Generation: 1, ObservedGeneration: 1, Cpus: 1, MemoryMib: 512,
+		})
+	}
+	return inv
 }

@@ -74,3 +74,61 @@ func TestSmoke(t *testing.T) {
 		t.Errorf("%d of %d nodes Ready", ready, n)
 	}
 }
+
+// Tasks through the load generator: 50 agents that run tasks, 100 tasks
+// 4 in flight, each seen Queued through WatchTask and run once; every
+// session answered its Resync with the synthetic inventory, which
+// ListVMs counts.
+func TestSmokeDispatch(t *testing.T) {
+	const n, vms = 50, 3
+	h := directortest.Start(t)
+	joins := make([]enroll.Join, n)
+	for i := range joins {
+		joins[i] = h.Token(t, &directorv1.CreateTokenRequest{MaxUses: 1})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ids, err := loadgen.Enrol(ctx, joins, 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st loadgen.Stats
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		loadgen.SessionsWith(sctx, h.Addr, "127.0.0.1", ids, loadgen.Options{Period: time.Second, TaskKinds: []string{"start-vm"}, VMs: vms}, &st)
+		close(done)
+	}()
+	defer func() { stop(); <-done }()
+	deadline := time.Now().Add(30 * time.Second)
+	for st.Registered.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	var nodes []string
+	for _, id := range ids {
+		nodes = append(nodes, id.NodeID)
+	}
+	res, err := loadgen.Dispatch(ctx, h.Admin, nodes, 100, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Latency <= 0 || r.DispatchUs <= 0 {
+			t.Errorf("task %d: latency %s, dispatch_us %d: want both > 0", i, r.Latency, r.DispatchUs)
+		}
+	}
+	if got, dup := st.Tasks.Load(), st.Duplicates.Load(); got != 100 || dup != 0 {
+		t.Errorf("agents ran %d tasks (%d delivered again), want 100 once each", got, dup)
+	}
+	for time.Now().Before(deadline) {
+		resp, err := h.Admin.ListVMs(ctx, connect.NewRequest(&directorv1.ListVMsRequest{CountOnly: true}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.Msg.GetCount() == n*vms {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("ListVMs count did not reach %d", n*vms)
+}

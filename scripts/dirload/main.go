@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +20,7 @@ import (
 	"connectrpc.com/connect"
 
 	"github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/api/directorv1/directorv1connect"
 	"github.com/virtcon/virtcon/director"
 	"github.com/virtcon/virtcon/director/loadgen"
 	"github.com/virtcon/virtcon/enroll"
@@ -34,10 +36,28 @@ func main() {
 	warm := flag.Duration("warmup", 15*time.Second, "sessions settle this long before sampling")
 	dur := flag.Duration("duration", 60*time.Second, "sampling time per heartbeat period")
 	periods := flag.String("periods", "10s,1s", "heartbeat periods to measure")
+	mode := flag.String("mode", "all", "what to measure: sessions (enrolment, heartbeats), dispatch (task dispatch latency) or all")
+	tasks := flag.Int("tasks", 2000, "dispatch: tasks to run")
+	taskInFlight := flag.Int("task-inflight", 4, "dispatch: tasks in flight")
 	flag.Parse()
+	switch *mode {
+	case "all", "sessions", "dispatch":
+	default:
+		fmt.Fprintf(os.Stderr, "dirload: -mode %q: want sessions, dispatch or all\n", *mode)
+		os.Exit(2)
+	}
+	if *mode == "dispatch" {
+		*periods = ""
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin, *n, *inFlight, *warm, *dur, *periods); err != nil {
+	dispatch := func(ctx context.Context, addr string, admin directorv1connect.AdminServiceClient, ids []loadgen.Identity) error {
+		if *mode == "sessions" {
+			return nil
+		}
+		return runDispatch(ctx, addr, admin, ids, *warm, *tasks, *taskInFlight)
+	}
+	if err := run(ctx, *bin, *n, *inFlight, *warm, *dur, *periods, dispatch); err != nil {
 		fmt.Fprintln(os.Stderr, "dirload:", err)
 		os.Exit(1)
 	}
@@ -48,7 +68,8 @@ type target struct {
 	rss float64 // MB
 }
 
-func run(ctx context.Context, bin string, n, inFlight int, warm, dur time.Duration, periods string) error {
+func run(ctx context.Context, bin string, n, inFlight int, warm, dur time.Duration, periods string,
+	dispatch func(context.Context, string, directorv1connect.AdminServiceClient, []loadgen.Identity) error) error {
 	data, err := os.MkdirTemp("", "dirload")
 	if err != nil {
 		return err
@@ -150,7 +171,62 @@ func run(ctx context.Context, bin string, n, inFlight int, warm, dur time.Durati
 			fmt.Sprintf("%d sessions, heartbeat every %v", n, period), cpu, tg.cpu, cpu/tg.cpu, rss, tg.rss, rss/tg.rss,
 			float64(a1-a0)/el.Seconds(), st.Errors.Load())
 	}
+	return dispatch(ctx, addr, admin, ids)
+}
+
+// runDispatch holds every agent's session (10 s heartbeats, running
+// start-vm tasks at once) and runs tasks through the admin socket:
+// latency from CreateTask to the agent's first status seen on WatchTask.
+func runDispatch(ctx context.Context, addr string, admin directorv1connect.AdminServiceClient, ids []loadgen.Identity, warm time.Duration, tasks, inFlight int) error {
+	var st loadgen.Stats
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		loadgen.SessionsWith(sctx, addr, "127.0.0.1", ids, loadgen.Options{Period: 10 * time.Second, TaskKinds: []string{"start-vm"}}, &st)
+		close(done)
+	}()
+	defer func() { cancel(); <-done }()
+	deadline := time.Now().Add(warm + time.Minute)
+	for st.Registered.Load() < int64(len(ids)) {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("dispatch: only %d of %d sessions registered", st.Registered.Load(), len(ids))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(warm / 3) // the register-time resyncs and listings settle
+	nodes := make([]string, len(ids))
+	for i, id := range ids {
+		nodes[i] = id.NodeID
+	}
+	t0 := time.Now()
+	res, err := loadgen.Dispatch(ctx, admin, nodes, tasks, inFlight)
+	if err != nil {
+		return fmt.Errorf("dispatch: %w", err)
+	}
+	took := time.Since(t0)
+	lat := make([]time.Duration, len(res))
+	srv := make([]time.Duration, len(res))
+	for i, r := range res {
+		lat[i], srv[i] = r.Latency, time.Duration(r.DispatchUs)*time.Microsecond
+	}
+	p50, p99 := pct(lat, 50), pct(lat, 99)
+	fmt.Printf("%-44s p50 %6.2f ms (target < 5 ms, %.2fx), p99 %6.2f ms (target < 20 ms, %.2fx); director's dispatch_us p50 %.2f ms p99 %.2f ms; %.0f tasks/s; agents ran %d, %d delivered twice\n",
+		fmt.Sprintf("%d tasks, %d in flight, %d agents: to Queued", tasks, inFlight, len(ids)),
+		ms(p50), ms(p50)/5, ms(p99), ms(p99)/20, ms(pct(srv, 50)), ms(pct(srv, 99)),
+		float64(tasks)/took.Seconds(), st.Tasks.Load(), st.Duplicates.Load())
 	return nil
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// pct is the p-th percentile of ds (sorted in place).
+func pct(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	i := (len(ds)*p + 99) / 100
+	return ds[min(max(i-1, 0), len(ds)-1)]
 }
 
 // clkTck is USER_HZ, the unit of /proc/PID/stat's times (100 on Linux).
