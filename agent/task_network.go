@@ -45,7 +45,16 @@ type netOps struct {
 	apply    func(ctx context.Context, cfg *netcfg.Config, opts netcfg.DesiredOptions) (*netcfg.Result, *netcfg.Pending, error)
 	confirm  func(ctx context.Context, id string) error
 	rollback func(ctx context.Context, id string) error
-	pending  func() (*netcfg.Pending, error)
+	pending  func() (*netcfg.Pending, error) // nil, nil: none pending
+}
+
+// pendingTry is n.pending with "none pending" as ErrNoPendingTry.
+func (n netOps) pendingTry() (*netcfg.Pending, error) {
+	p, err := n.pending()
+	if err == nil && p == nil {
+		return nil, netcfg.ErrNoPendingTry
+	}
+	return p, err
 }
 
 // runApplyNetwork runs an apply-network task on the host's network
@@ -104,7 +113,7 @@ func trialNetwork(ctx context.Context, env *taskEnv, n netOps, t *directorv1.App
 // ends with what the host's pending record says.
 func resumeTrial(ctx context.Context, env *taskEnv, n netOps, r *resumedTry) (*directorv1.TaskResult, error) {
 	until := r.Deadline.Format(time.RFC3339)
-	cur, err := n.pending()
+	cur, err := n.pendingTry()
 	switch {
 	case errors.Is(err, netcfg.ErrNoPendingTry) && !time.Now().Before(r.Deadline):
 		return nil, &taskFailure{Reason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_ROLLED_BACK,
@@ -169,7 +178,7 @@ func awaitRollback(ctx context.Context, env *taskEnv, n netOps, p *netcfg.Pendin
 	tick := time.NewTicker(watchdogPoll)
 	defer tick.Stop()
 	for {
-		cur, err := n.pending()
+		cur, err := n.pendingTry()
 		switch {
 		case errors.Is(err, netcfg.ErrNoPendingTry):
 			return nil

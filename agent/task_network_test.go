@@ -61,7 +61,7 @@ func (f *fakeTrialNet) ops() netOps {
 			defer f.mu.Unlock()
 			if f.pend == nil || f.watchdog && !time.Now().Before(f.pend.Deadline) {
 				f.pend = nil
-				return nil, netcfg.ErrNoPendingTry
+				return nil, nil // as netcfg.Service.PendingTry says "none"
 			}
 			p := *f.pend
 			return &p, nil
