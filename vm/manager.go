@@ -177,13 +177,31 @@ func (m *Manager) livePID(uid string) int {
 	}
 	for _, p := range m.proc.scanQEMU() {
 		if v, ok := argValue(p.Argv, "-uuid"); ok && strings.EqualFold(v, uid) {
-			if err := atomicfile.Write(pidfile, []byte(strconv.Itoa(p.PID)+"\n"), 0o644); err != nil {
-				m.log.Debug("pidfile not repaired", "vm", uid, "err", err)
-			}
+			m.repairPIDFile(uid, pidfile, p.PID)
 			return p.PID
 		}
 	}
 	return 0
+}
+
+// repairPIDFile writes pid into the VM's pidfile, unless the VM's lock is
+// held: a start under way has a QEMU that is daemonizing (the process
+// found may be its parent, about to exit) and reads the pidfile QEMU
+// writes, which a repair would overwrite with the parent's PID (a reader
+// such as the agent's inventory, peeking at the run dir appearing, made
+// every start of a host with an agent fail).
+func (m *Manager) repairPIDFile(uid, pidfile string, pid int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // one try, no wait
+	l, err := m.store.lockVM(ctx, uid)
+	if err != nil {
+		m.log.Debug("pidfile not repaired: the vm is locked", "vm", uid, "err", err)
+		return
+	}
+	defer l.Release()
+	if err := atomicfile.Write(pidfile, []byte(strconv.Itoa(pid)+"\n"), 0o644); err != nil {
+		m.log.Debug("pidfile not repaired", "vm", uid, "err", err)
+	}
 }
 
 // find resolves a name or UID to a manifest.

@@ -1,6 +1,7 @@
 package vm
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,6 +118,36 @@ func TestLivePID(t *testing.T) {
 		if pid, err := readPIDFile(pidfile); err != nil || pid != 204 {
 			t.Errorf("pidfile after livePID: got %d, %v; want 204", pid, err)
 		}
+	}
+}
+
+// TestLivePIDNoRepairWhileLocked: while the VM's lock is held (a start
+// whose QEMU is daemonizing) a reader finding the QEMU by its UID does not
+// write the pidfile; once the lock is free it does.
+func TestLivePIDNoRepairWhileLocked(t *testing.T) {
+	t.Parallel()
+	m, _, host := newTestManager(t)
+	fakeProc(t, filepath.Join(host, "proc"), 204, "S", qemuArgv(testUID)...)
+	pidfile := m.runPath(testUID, pidFileName)
+	if err := os.MkdirAll(filepath.Dir(pidfile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	l, err := m.store.lockVM(context.Background(), testUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := m.livePID(testUID); got != 204 {
+		t.Errorf("livePID while locked: got %d; want 204", got)
+	}
+	if _, err := os.Stat(pidfile); !os.IsNotExist(err) {
+		t.Errorf("pidfile while the vm is locked: %v; want none written", err)
+	}
+	l.Release()
+	if got := m.livePID(testUID); got != 204 {
+		t.Errorf("livePID: got %d; want 204", got)
+	}
+	if pid, err := readPIDFile(pidfile); err != nil || pid != 204 {
+		t.Errorf("pidfile once unlocked: got %d, %v; want 204", pid, err)
 	}
 }
 
