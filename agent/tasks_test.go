@@ -722,8 +722,7 @@ func TestSendDataWindow(t *testing.T) {
 	errc := make(chan error, 1)
 	env := &taskEnv{Progress: func(int64, int64, string) {}}
 	go func() { errc <- tr.sendData(ctx, env, lt, data) }()
-	time.Sleep(100 * time.Millisecond)
-	sent := out.take()
+	sent := takeN(out, diagInFlight)
 	if len(sent) != diagInFlight {
 		t.Fatalf("%d chunks sent without an ack; want %d", len(sent), diagInFlight)
 	}
@@ -732,14 +731,12 @@ func TestSendDataWindow(t *testing.T) {
 	tr.live[lt.id] = lt
 	tr.mu.Unlock()
 	tr.dataAck(&directorv1.TaskDataAck{TaskId: lt.id, Offset: 2 * diagChunk})
-	time.Sleep(100 * time.Millisecond)
-	if more := out.take(); len(more) != 2 || more[0].GetTaskData().GetOffset() != 4*diagChunk {
+	if more := takeN(out, 2); len(more) != 2 || more[0].GetTaskData().GetOffset() != 4*diagChunk {
 		t.Errorf("after an ack of 2 chunks: %d more, first at %d; want 2 from %d", len(more), more[0].GetTaskData().GetOffset(), 4*diagChunk)
 	}
 	// a new session: what was not acked goes again
 	tr.registeredSessions()
-	time.Sleep(100 * time.Millisecond)
-	if again := out.take(); len(again) != diagInFlight || again[0].GetTaskData().GetOffset() != 2*diagChunk {
+	if again := takeN(out, diagInFlight); len(again) != diagInFlight || again[0].GetTaskData().GetOffset() != 2*diagChunk {
 		t.Errorf("after a new session: %d chunks from %d; want %d from %d", len(again), again[0].GetTaskData().GetOffset(), diagInFlight, 2*diagChunk)
 	}
 	cancel()
@@ -782,7 +779,7 @@ func TestSessionControlRestartWaitUp(t *testing.T) {
 	if err != nil {
 		t.Fatalf("WaitUp after Restart: %v", err)
 	}
-	if took := time.Since(start); took > 3*time.Second {
+	if took := time.Since(start); took > 4*time.Second {
 		t.Errorf("a new session came up %s after Restart; want at once, not after the 5 s backoff", took)
 	}
 	if addr == first || !strings.HasPrefix(addr, "127.0.0.1:") {
@@ -996,4 +993,17 @@ func TestTasksRealDirector(t *testing.T) {
 	if res := end.GetResult().GetDiagnostics(); res.GetSha256() != hex.EncodeToString(sum[:]) || res.GetSizeBytes() != int64(len(bundle)) {
 		t.Errorf("the director's bundle: %d bytes, sha256 %x; the agent's result %v", len(bundle), sum, res)
 	}
+}
+
+// takeN takes what the outbox gets until it has n messages (or 5 s
+// passed), then waits 50 ms more for any extra one.
+func takeN(o *outbox, n int) []*directorv1.SessionRequest {
+	var got []*directorv1.SessionRequest
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < n && time.Now().Before(deadline) {
+		got = append(got, o.take()...)
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+	return append(got, o.take()...)
 }
