@@ -31,7 +31,8 @@
 // Heartbeats stay in memory: silence is judged on the director's clock,
 // never on the agent's, and a silent node's VMs show as "unknown (last
 // seen <phase> at <time>)", never as stopped: the director never assumes
-// a VM dead, and nothing it does stops one.
+// a VM dead, and nothing it does on its own stops one (only a task an
+// admin asked for changes a host).
 //
 // The director never imports the host core (host, vm, netcfg, hostinfo,
 // auth, ...): it knows hosts only through the API in api/directorv1.

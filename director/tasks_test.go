@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/virtcon/virtcon/api/directorv1"
 	"github.com/virtcon/virtcon/api/directorv1/directorv1connect"
@@ -162,6 +163,9 @@ func waitPhase(t testing.TB, h *directortest.Harness, id string, phase directorv
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// progressEvery is how often the director writes progress-only statuses.
+const progressEvery = 500 * time.Millisecond
 
 const (
 	pending   = directorv1.TaskPhase_TASK_PHASE_PENDING
@@ -587,5 +591,55 @@ func TestTaskData(t *testing.T) {
 	}
 	for stream.Receive() {
 		t.Errorf("the start-vm task has data: %d bytes", len(stream.Msg().GetData()))
+	}
+}
+
+// A flood of progress statuses is coalesced into a few writes (the last
+// progress kept), and the heartbeat sent after it is answered without
+// waiting for them: the session's writer, not the goroutine that answers
+// heartbeats, talks to etcd.
+func TestProgressCoalesced(t *testing.T) {
+	h := directortest.Start(t)
+	a := newTaskAgent(t, h, allKinds...)
+	task := &directorv1.Task{Id: uuid.NewString(), Kind: &directorv1.Task_PullImage{PullImage: &directorv1.PullImage{Url: "http://x/i", Name: "i"}}}
+	createTask(t, h, a.node, task)
+	a.next()
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 1, Phase: queued})
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 2, Phase: running})
+	waitPhase(t, h, task.GetId(), running)
+	s := h.Store(t)
+	defer s.Close()
+	rev := func() int64 {
+		resp, err := s.Client().Get(context.Background(), s.Prefix(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Header.Revision
+	}
+	r0, start := rev(), time.Now()
+	const n = 500
+	for i := int64(1); i <= n; i++ {
+		a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: uint64(2 + i), Phase: running,
+			Progress: &directorv1.Progress{Done: i, Total: n, Unit: "bytes"}})
+	}
+	t0 := time.Now()
+	a.send(&directorv1.SessionRequest{Msg: &directorv1.SessionRequest_Heartbeat{Heartbeat: &directorv1.Heartbeat{Seq: 1}}})
+	if ack := a.next().GetHeartbeatAck(); ack.GetSeq() != 1 {
+		t.Fatalf("after the statuses the agent got %v, want HeartbeatAck 1", ack)
+	}
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("heartbeat answered %s after %d statuses, want well under 2 s", d, n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for getTask(t, h, task.GetId()).GetProgress().GetDone() != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("progress %v after 5 s, want the last one (%d)", getTask(t, h, task.GetId()).GetProgress(), n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// at most 2 writes a second, and one more for the last progress
+	took := time.Since(start)
+	if writes, most := rev()-r0, int64(took/progressEvery)+2; writes > most {
+		t.Errorf("%d progress statuses over %s took %d writes, want them coalesced (at most %d: 2 a second)", n, took.Round(time.Millisecond), writes, most)
 	}
 }
