@@ -55,6 +55,8 @@ type fakeSessions struct {
 	regs     []*directorv1.Register
 	statuses []*directorv1.TaskStatus
 	data     []*directorv1.TaskData
+	invs     []*directorv1.Inventory
+	deltas   []*directorv1.InventoryDelta
 	send     chan *directorv1.SessionResponse // to the current session
 	cut      chan struct{}                    // closed: the current session ends
 }
@@ -153,6 +155,16 @@ func (f *fakeSessions) Session(ctx context.Context, st *connect.BidiStream[direc
 					_ = out(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_TaskDataAck{TaskDataAck: &directorv1.TaskDataAck{
 						TaskId: d.GetTaskId(), Offset: d.GetOffset() + uint64(len(d.GetData()))}}})
 				}
+			case *directorv1.SessionRequest_Inventory:
+				f.mu.Lock()
+				f.invs = append(f.invs, msg.Inventory)
+				f.notify()
+				f.mu.Unlock()
+			case *directorv1.SessionRequest_InventoryDelta:
+				f.mu.Lock()
+				f.deltas = append(f.deltas, msg.InventoryDelta)
+				f.notify()
+				f.mu.Unlock()
 			case *directorv1.SessionRequest_Goodbye:
 				recvErr <- nil
 				return
@@ -1006,4 +1018,56 @@ func takeN(o *outbox, n int) []*directorv1.SessionRequest {
 	}
 	time.Sleep(50 * time.Millisecond)
 	return append(got, o.take()...)
+}
+
+// A Resync is answered with a full inventory carrying its id; the VM
+// changes after it (here a create-vm task's) follow as deltas, the
+// generation going on from the inventory's.
+func TestSessionResyncAndDeltas(t *testing.T) {
+	t.Parallel()
+	f := startFakeSessions(t)
+	h := taskAgent(t, f)
+	requireKind(t, f, KindCreateVM)
+	f.push(t, &directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Resync{Resync: &directorv1.Resync{ResyncId: "r-1", Reason: "register"}}})
+	var inv *directorv1.Inventory
+	f.wait(t, "an inventory for resync r-1", func() bool {
+		for _, i := range f.invs {
+			if i.GetResyncId() == "r-1" {
+				inv = i
+				return true
+			}
+		}
+		return false
+	})
+	if inv.GetEpoch() == "" || len(inv.GetVms()) != 0 {
+		t.Errorf("inventory %v; want an epoch and no VMs", inv)
+	}
+	kernel := filepath.Join(h.Layout.ImagesDir(), "vmlinuz")
+	if err := os.MkdirAll(h.Layout.ImagesDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kernel, []byte("kernel"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	id := newID()
+	f.sendTask(t, &directorv1.Task{Id: id, DeadlineInMs: 60000, Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{
+		Manifest: []byte("apiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata:\n  name: db\nspec:\n  cpus: 1\n  memoryMiB: 64\n  boot:\n    kernel: " + kernel + "\n")}}})
+	if st := f.waitTerminal(t, id); st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_SUCCEEDED {
+		t.Fatalf("create-vm: %v", st)
+	}
+	f.wait(t, "a delta with db", func() bool {
+		for _, d := range f.deltas {
+			for _, v := range d.GetUpserts() {
+				if v.GetName() == "db" {
+					return true
+				}
+			}
+		}
+		return false
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if d := f.deltas[0]; d.GetEpoch() != inv.GetEpoch() || d.GetGeneration() != inv.GetGeneration()+1 {
+		t.Errorf("first delta epoch %s generation %d; want %s and %d", d.GetEpoch(), d.GetGeneration(), inv.GetEpoch(), inv.GetGeneration()+1)
+	}
 }
