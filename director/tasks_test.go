@@ -2,6 +2,8 @@ package director_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -641,5 +643,44 @@ func TestProgressCoalesced(t *testing.T) {
 	took := time.Since(start)
 	if writes, most := rev()-r0, int64(took/progressEvery)+2; writes > most {
 		t.Errorf("%d progress statuses over %s took %d writes, want them coalesced (at most %d: 2 a second)", n, took.Round(time.Millisecond), writes, most)
+	}
+}
+
+// A replica's id is the one given, or one made on first start and kept
+// in <data>/replica-id across restarts; ListReplicas names this replica.
+func TestReplicaID(t *testing.T) {
+	h := directortest.Start(t)
+	b, err := os.ReadFile(filepath.Join(h.DataDir, director.ReplicaIDFileName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := strings.TrimSpace(string(b))
+	if id == "" || id != h.D.ReplicaID() {
+		t.Fatalf("replica id %q, file says %q", h.D.ReplicaID(), id)
+	}
+	h.Restart(t)
+	if h.D.ReplicaID() != id {
+		t.Errorf("after a restart the replica id is %q, want %q kept", h.D.ReplicaID(), id)
+	}
+	resp, err := h.Admin.ListReplicas(context.Background(), connect.NewRequest(&directorv1.ListReplicasRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := resp.Msg.GetReplicas(); len(r) != 1 || r[0].GetId() != id || r[0].GetAdvertise() != h.D.Advertise() || !r[0].GetLeader() {
+		t.Errorf("ListReplicas %v, want this replica, leader", r)
+	}
+
+	named := directortest.Start(t, func(o *director.Options) { o.ReplicaID = "dir-a" })
+	a := newTaskAgent(t, named, allKinds...)
+	if ni := named.Node(t, a.node).GetNode(); ni.GetReplicaId() != "dir-a" || !ni.GetConnected() {
+		t.Errorf("NodeInfo %v: want connected via dir-a", ni)
+	}
+	for _, bad := range []string{"a.b", "-x", strings.Repeat("x", 64)} {
+		o := named.Options
+		o.DataDir, o.ReplicaID, o.Listen = t.TempDir(), bad, "127.0.0.1:0"
+		if d, err := director.Open(context.Background(), o); err == nil {
+			d.Close()
+			t.Errorf("replica id %q accepted", bad)
+		}
 	}
 }
