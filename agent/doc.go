@@ -25,8 +25,14 @@
 //     Four workers, a queue of 64 (BUSY beyond), a deadline from receipt,
 //     cancel by the director; statuses go through the outbox, which keeps
 //     them across reconnects. task_exec.go calls what `virt` calls.
+//   - task_network.go: apply-network, always a netcfg try: confirmed
+//     (its own try only) once a session dialled after the apply is up,
+//     else left to the try's watchdog (ROLLED_BACK); resumed after a
+//     restart from the journal.
 //   - inventory.go, inventory_watch.go: the VM inventory for Resync and
-//     its deltas, from QMP events and inotify.
+//     its deltas, from QMP events and inotify (one events reader per
+//     running VM: the agent is that socket's only client), with a
+//     reconciliation List every 5 minutes.
 //
 // What it must not do: it changes a VM or the host network only in a
 // typed task received on an authenticated, pinned session, through the
