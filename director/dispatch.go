@@ -262,10 +262,21 @@ func (w *sessionWriter) status(st *directorv1.TaskStatus) {
 // before their acks.
 func (w *sessionWriter) taskData(td *directorv1.TaskData) {
 	w.mu.Lock()
+	if len(w.data) >= maxPendingData {
+		w.mu.Unlock()
+		// More than the protocol allows in flight: not stored, not
+		// acked (the agent's task fails on its own deadline).
+		w.d.log.Warn("director: task data beyond the chunks allowed in flight: dropped", "node", w.s.node, "task", truncate(td.GetTaskId(), 64))
+		return
+	}
 	w.data = append(w.data, td)
 	w.mu.Unlock()
 	w.wake()
 }
+
+// maxPendingData bounds the chunks waiting to be stored per session; an
+// agent has at most 4 un-acked per task.
+const maxPendingData = 16
 
 // inventory queues a snapshot of the node's inventory to be written.
 func (w *sessionWriter) inventory(r *inventoryRecord) {
