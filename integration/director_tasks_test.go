@@ -1,0 +1,349 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/virtcon/virtcon/agent"
+	"github.com/virtcon/virtcon/director/loadgen"
+	"github.com/virtcon/virtcon/enroll"
+	"github.com/virtcon/virtcon/paths"
+	"github.com/virtcon/virtcon/vm"
+)
+
+// Director tasks end to end, every part real and in its own process:
+// virt-director serve, virt agent run on a host of its own (--root), QEMU
+// test guests. Each task goes through `virt-director task run … --wait
+// -o json` and is checked against `virt --root R vm list -o json`.
+
+// dirTask is the part of task run --wait -o json the test reads.
+type dirTask struct {
+	ID      string `json:"id"`
+	Kind    string `json:"kind"`
+	Summary string `json:"summary"`
+	Phase   string `json:"phase"`
+	Failure *struct {
+		Reason  string `json:"reason"`
+		Message string `json:"message"`
+	} `json:"failure"`
+	Result *struct {
+		VM *struct {
+			UID     string `json:"uid"`
+			Name    string `json:"name"`
+			Phase   string `json:"phase"`
+			StopHow string `json:"stopHow"`
+		} `json:"vm"`
+	} `json:"result"`
+	Log []string `json:"log"`
+}
+
+// dirVM is the part of virt-director vm list -o json the test reads.
+type dirVM struct {
+	Node               string  `json:"node"`
+	NodeID             string  `json:"nodeId"`
+	UID                string  `json:"uid"`
+	Name               string  `json:"name"`
+	Class              string  `json:"class"`
+	Phase              string  `json:"phase"`
+	Generation         int64   `json:"generation"`
+	DirectorGeneration *string `json:"directorGeneration"`
+}
+
+// enrolHost enrols the host at root with the director on data and
+// returns its node id.
+func enrolHost(t *testing.T, vd, data, root string) string {
+	t.Helper()
+	var created struct {
+		JoinString string `json:"joinString"`
+	}
+	if err := json.Unmarshal([]byte(vdir(t, vd, data, "token", "create", "-o", "json")), &created); err != nil {
+		t.Fatalf("token create -o json: %v", err)
+	}
+	joinFile := filepath.Join(root, "join.txt")
+	if err := os.WriteFile(joinFile, []byte(created.JoinString+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := virt(t, nil, "--root", root, "agent", "enroll", "--join-file", joinFile, "-o", "json")
+	if r.code != 0 {
+		t.Fatalf("virt agent enroll: exit %d\nstderr: %s", r.code, r.stderr)
+	}
+	var st agent.Status
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil || st.NodeID == "" {
+		t.Fatalf("virt agent enroll -o json: %v: %s", err, r.stdout)
+	}
+	return st.NodeID
+}
+
+// runIn runs bin with stdin.
+func runIn(t *testing.T, stdin, bin string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var out, errOut strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+	err := cmd.Run()
+	r := result{stdout: out.String(), stderr: errOut.String()}
+	if ee, ok := err.(*exec.ExitError); ok {
+		r.code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("%s %s: %v", bin, strings.Join(args, " "), err)
+	}
+	return r
+}
+
+// copyFile copies src to dst (0644: QEMU reads it).
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	b, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dst, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestIntegrationDirectorTasksVM(t *testing.T) {
+	g := requireGuest(t)
+	vd := requireDirector(t)
+	root := vmRoot(t)
+	layout := paths.New(root)
+	data, err := os.MkdirTemp("", "vd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(data) })
+	logs := t.TempDir()
+	addr := freeLoopback(t)
+
+	dir := startDirector(t, vd, data, addr, filepath.Join(logs, "director.log"))
+	dir.waitOutput(t, "virt-director: serving on", 60*time.Second)
+	node := enrolHost(t, vd, data, root)
+	startChild(t, "virt agent run", filepath.Join(logs, "agent.log"), virtBin, "--root", root, "agent", "run")
+	waitNode(t, vd, data, node, 30*time.Second, "Ready and connected", func(n dirNode) bool { return n.State == "Ready" && n.Connected })
+	host := nodeOf(t, vd, data, node).Hostname
+
+	// A remote manifest boots only files in the host's images directory.
+	images := layout.ImagesDir()
+	if err := os.MkdirAll(images, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kernel, initrd, deaf := filepath.Join(images, "vmlinux"), filepath.Join(images, "initrd.img"), filepath.Join(images, "initrd-deaf.img")
+	copyFile(t, g.kernel, kernel)
+	copyFile(t, g.initrd, initrd)
+	copyFile(t, g.deaf, deaf)
+	manifest := func(name, kernel, initrd string) string {
+		p := filepath.Join(logs, name+".yaml")
+		doc := fmt.Sprintf(`apiVersion: virtcon/v1
+kind: VirtualMachine
+metadata:
+  name: %s
+spec:
+  memoryMiB: 256
+  boot:
+    kernel: %s
+    initrd: %s
+    cmdline: console=ttyS0 quiet
+`, name, kernel, initrd)
+		if err := os.WriteFile(p, []byte(doc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	// task runs `virt-director task run NODE args... --wait -o json`.
+	task := func(target string, args ...string) (dirTask, result) {
+		t.Helper()
+		full := append([]string{"--data", data, "task", "run", target}, args...)
+		full = append(full, "--wait", "-o", "json")
+		r := run(t, nil, vd, full...)
+		var tk dirTask
+		if r.stdout != "" {
+			if err := json.Unmarshal([]byte(r.stdout), &tk); err != nil {
+				t.Fatalf("task run %s: stdout not a task: %v\n%s", strings.Join(args, " "), err, r.stdout)
+			}
+		}
+		t.Logf("task run %s %s: exit %d, %s in %v", target, strings.Join(args, " "), r.code, tk.Phase, r.elapsed.Round(time.Millisecond))
+		return tk, r
+	}
+	succeeded := func(target string, args ...string) dirTask {
+		t.Helper()
+		tk, r := task(target, args...)
+		if r.code != 0 || tk.Phase != "Succeeded" {
+			t.Fatalf("task run %s %s: exit %d, phase %q, failure %+v; want 0 and Succeeded\nstderr: %s",
+				target, strings.Join(args, " "), r.code, tk.Phase, tk.Failure, r.stderr)
+		}
+		return tk
+	}
+	local := func(name string) (vm.Entry, bool) {
+		t.Helper()
+		e, ok := listVMs(t, root)[name]
+		return e, ok
+	}
+	// directorVM waits until the director's inventory shows name as ok.
+	directorVM := func(name, what string, ok func(v dirVM, found bool) bool) {
+		t.Helper()
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			var vms []dirVM
+			out := vdir(t, vd, data, "vm", "list", "--node", node, "-o", "json")
+			if err := json.Unmarshal([]byte(out), &vms); err != nil {
+				t.Fatalf("vm list -o json: %v\n%s", err, out)
+			}
+			var v dirVM
+			found := false
+			for _, x := range vms {
+				if x.Name == name {
+					v, found = x, true
+				}
+			}
+			if ok(v, found) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("virt-director vm list: %s not %s within 15s:\n%s", name, what, out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+
+	// create-vm from a manifest: the VM exists on the host, stopped,
+	// stamped with the director's generation.
+	created := succeeded(node, "create-vm", "-f", manifest("web", kernel, initrd))
+	web, ok := local("web")
+	if !ok || web.Class != vm.ClassManaged || web.Phase != vm.PhaseStopped {
+		t.Fatalf("virt vm list after create-vm: web %+v (listed %v); want MANAGED and Stopped", web, ok)
+	}
+	if created.Result == nil || created.Result.VM == nil || created.Result.VM.UID != web.UID {
+		t.Errorf("create-vm result %+v; want the VM's uid %s", created.Result, web.UID)
+	}
+	if web.DirectorGeneration != "1" {
+		t.Errorf("web after create-vm: director generation %q; want 1 (virt vm list: %+v)", web.DirectorGeneration, web)
+	}
+	directorVM("web", "listed, MANAGED, Stopped, director generation 1", func(v dirVM, found bool) bool {
+		return found && v.UID == web.UID && v.Class == vm.ClassManaged && v.Phase == vm.PhaseStopped &&
+			v.DirectorGeneration != nil && *v.DirectorGeneration == "1"
+	})
+
+	// The two generations: a local edit (virt vm show | virt apply, the
+	// round trip carrying the director's label) bumps the host's
+	// generation only; the director sees it as such, not as drift.
+	shown := v(t, root, "vm", "show", "web", "-o", "yaml")
+	edited := strings.Replace(shown, "memoryMiB: 256", "memoryMiB: 320", 1)
+	if edited == shown {
+		t.Fatalf("vm show -o yaml has no memoryMiB: 256:\n%s", shown)
+	}
+	ap := runIn(t, edited, virtBin, "--root", root, "apply", "-f", "-")
+	if ap.code != 0 {
+		t.Fatalf("virt apply of web's own manifest, edited: exit %d\nstderr: %s", ap.code, ap.stderr)
+	}
+	if e, _ := local("web"); e.Generation != web.Generation+1 || e.DirectorGeneration != "1" {
+		t.Errorf("web after a local edit: generation %d, director generation %q; want %d and 1", e.Generation, e.DirectorGeneration, web.Generation+1)
+	}
+	directorVM("web", "at the host's new generation, director generation still 1", func(v dirVM, found bool) bool {
+		return found && v.Generation == web.Generation+1 && v.DirectorGeneration != nil && *v.DirectorGeneration == "1"
+	})
+
+	// start-vm by the node's hostname, as an operator types it.
+	succeeded(host, "start-vm", "web")
+	web, _ = local("web")
+	if web.Phase != vm.PhaseRunning || !alive(web.PID) {
+		t.Fatalf("virt vm list after start-vm: web %s, pid %d (alive %v); want Running", web.Phase, web.PID, alive(web.PID))
+	}
+	waitLog(t, root, web.UID, "VIRTCON-GUEST-READY", 90*time.Second)
+	directorVM("web", "Running", func(v dirVM, found bool) bool { return found && v.Phase == vm.PhaseRunning })
+
+	// stop-vm: the guest powers off on ACPI.
+	stopped := succeeded(node, "stop-vm", "web", "--timeout", "60s")
+	if e, _ := local("web"); e.Phase != vm.PhaseStopped || alive(web.PID) {
+		t.Fatalf("virt vm list after stop-vm: web %s, old pid %d alive %v; want Stopped", e.Phase, web.PID, alive(web.PID))
+	}
+	if stopped.Result == nil || stopped.Result.VM == nil || stopped.Result.VM.StopHow != "acpi" {
+		t.Errorf("stop-vm result %+v; want stopHow acpi", stopped.Result)
+	}
+	directorVM("web", "Stopped", func(v dirVM, found bool) bool { return found && v.Phase == vm.PhaseStopped })
+
+	// delete-vm: gone from the host and from the director's inventory.
+	succeeded(node, "delete-vm", "web")
+	if e, ok := local("web"); ok {
+		t.Fatalf("virt vm list after delete-vm: web still listed: %+v", e)
+	}
+	directorVM("web", "gone", func(v dirVM, found bool) bool { return !found })
+
+	// A deaf guest ignores ACPI: stop-vm waits out --timeout, then QEMU
+	// quits; with --force there is no ACPI wait at all.
+	succeeded(node, "create-vm", "-f", manifest("deaf", kernel, deaf))
+	deafUp := func() vm.Entry {
+		t.Helper()
+		succeeded(node, "start-vm", "deaf")
+		d, _ := local("deaf")
+		if d.Phase != vm.PhaseRunning || !alive(d.PID) {
+			t.Fatalf("deaf after start-vm: %s, pid %d; want Running", d.Phase, d.PID)
+		}
+		waitLog(t, root, d.UID, "VIRTCON-GUEST-READY", 90*time.Second)
+		return d
+	}
+	d := deafUp()
+	start := time.Now()
+	gentle := succeeded(node, "stop-vm", "deaf", "--timeout", "3s")
+	if took := time.Since(start); took < 3*time.Second || gentle.Result == nil || gentle.Result.VM == nil || gentle.Result.VM.StopHow != vm.StoppedQuit {
+		t.Errorf("stop-vm --timeout 3s of a deaf guest: %v, result %+v; want at least 3s and stopHow quit", took, gentle.Result)
+	}
+	if e, _ := local("deaf"); e.Phase != vm.PhaseStopped || alive(d.PID) {
+		t.Fatalf("deaf after stop-vm: %s, old pid %d alive %v; want Stopped", e.Phase, d.PID, alive(d.PID))
+	}
+	d = deafUp()
+	tk, r := task(node, "stop-vm", "deaf", "--timeout", "60s", "--force")
+	if r.code != 0 || tk.Phase != "Succeeded" || r.elapsed > 20*time.Second {
+		t.Fatalf("stop-vm --force of a deaf guest: exit %d, %s in %v; want 0, Succeeded, no ACPI wait\nstderr: %s", r.code, tk.Phase, r.elapsed, r.stderr)
+	}
+	if tk.Result == nil || tk.Result.VM == nil || tk.Result.VM.StopHow == vm.StoppedACPI || tk.Result.VM.StopHow == "" {
+		t.Errorf("stop-vm --force of a deaf guest: result %+v; want a stopHow other than acpi", tk.Result)
+	}
+	if e, _ := local("deaf"); e.Phase != vm.PhaseStopped || alive(d.PID) {
+		t.Fatalf("deaf after stop-vm --force: %s, old pid %d alive %v; want Stopped", e.Phase, d.PID, alive(d.PID))
+	}
+	succeeded(node, "delete-vm", "deaf")
+
+	// A node whose agent advertises no kinds (a simulated agent of the
+	// issue-13 protocol, connected): the director refuses the task.
+	var tok struct {
+		JoinString string `json:"joinString"`
+	}
+	if err := json.Unmarshal([]byte(vdir(t, vd, data, "token", "create", "-o", "json")), &tok); err != nil {
+		t.Fatal(err)
+	}
+	join, err := enroll.ParseJoin(tok.JoinString)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ids, err := loadgen.Enrol(ctx, []enroll.Join{join}, 1)
+	if err != nil {
+		t.Fatalf("simulated agent's enrolment: %v", err)
+	}
+	sessions := make(chan struct{})
+	go func() { defer close(sessions); loadgen.Sessions(ctx, addr, "127.0.0.1", ids, time.Second, &loadgen.Stats{}) }()
+	defer func() { cancel(); <-sessions }()
+	old := ids[0].NodeID
+	waitNode(t, vd, data, old, 20*time.Second, "Ready and connected", func(n dirNode) bool { return n.State == "Ready" && n.Connected })
+	_, r = task(old, "start-vm", "web")
+	if r.code != 1 || r.stdout != "" || !strings.Contains(r.stderr, "predates tasks") {
+		t.Errorf("task run on a node that runs no tasks: exit %d, stdout %q, stderr %q; want 1, nothing, the refusal", r.code, r.stdout, r.stderr)
+	}
+	var listed []dirTask
+	if err := json.Unmarshal([]byte(vdir(t, vd, data, "task", "list", "--node", old, "-o", "json")), &listed); err != nil || len(listed) != 0 {
+		t.Errorf("task list of the refusing node: %v, %+v; want no task stored", err, listed)
+	}
+}
