@@ -334,7 +334,10 @@ spec:
 		t.Fatalf("simulated agent's enrolment: %v", err)
 	}
 	sessions := make(chan struct{})
-	go func() { defer close(sessions); loadgen.Sessions(ctx, addr, "127.0.0.1", ids, time.Second, &loadgen.Stats{}) }()
+	go func() {
+		defer close(sessions)
+		loadgen.Sessions(ctx, addr, "127.0.0.1", ids, time.Second, &loadgen.Stats{})
+	}()
 	defer func() { cancel(); <-sessions }()
 	old := ids[0].NodeID
 	waitNode(t, vd, data, old, 20*time.Second, "Ready and connected", func(n dirNode) bool { return n.State == "Ready" && n.Connected })
