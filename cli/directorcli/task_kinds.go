@@ -70,7 +70,9 @@ var kindSpecs = []kindSpec{
 		short:    "create a VM from a virtcon/v1 VirtualMachine manifest (-f FILE, - for stdin)",
 		deadline: fixed(30 * time.Minute),
 		build: func(in kindInput) (*directorv1.Task, error) {
-			return &directorv1.Task{Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: in.body}}}, nil
+			// a VM the director creates is at the director's generation 1
+			// (the host stamps it as a label and keeps it untouched)
+			return &directorv1.Task{Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: in.body, DirectorGeneration: "1"}}}, nil
 		}},
 	{name: "start-vm", args: []string{"NAME"}, short: "start a VM (its name or UID on the node)", deadline: fixed(5 * time.Minute),
 		build: func(in kindInput) (*directorv1.Task, error) {

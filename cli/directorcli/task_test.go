@@ -329,7 +329,7 @@ func TestTaskRunRequests(t *testing.T) {
 		want  *directorv1.Task // id aside
 	}{
 		{"create-vm", []string{"create-vm", "-f", "-"}, testManifest,
-			&directorv1.Task{DeadlineInMs: 30 * min, Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: []byte(testManifest)}}}},
+			&directorv1.Task{DeadlineInMs: 30 * min, Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: []byte(testManifest), DirectorGeneration: "1"}}}},
 		{"start-vm", []string{"start-vm", "web"}, "",
 			&directorv1.Task{DeadlineInMs: 5 * min, Kind: &directorv1.Task_StartVm{StartVm: &directorv1.StartVM{Vm: "web"}}}},
 		{"start-vm deadline", []string{"start-vm", "web", "--deadline", "90s"}, "",
