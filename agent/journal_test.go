@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -202,5 +203,36 @@ func TestResumeNetworkTrial(t *testing.T) {
 	}
 	if r := again.get(id); r.TryID != "0123456789abcdef" || !r.TryDeadline.Equal(deadline) {
 		t.Errorf("journalled try %q until %v; want it durable", r.TryID, r.TryDeadline)
+	}
+}
+
+// What the agent advertises: the VM and image kinds only where QEMU's
+// binary check passed (tcg), apply-network only as root (and with its
+// code), collect-diagnostics always.
+func TestTaskKindsAdvertised(t *testing.T) {
+	t.Parallel()
+	tcg := []*directorv1.Capability{{Name: "kvm"}, {Name: "tcg", Available: true}}
+	noTCG := []*directorv1.Capability{{Name: "tcg", Available: false}}
+	vmKinds := []string{KindCreateVM, KindStartVM, KindStopVM, KindRebootVM, KindDeleteVM, KindPullImage}
+	cases := []struct {
+		name string
+		caps []*directorv1.Capability
+		euid int
+		want []string
+	}{
+		{"qemu, not root", tcg, 1000, append(slices.Clone(vmKinds), KindCollectDiagnostics)},
+		{"no qemu, not root", noTCG, 1000, []string{KindCollectDiagnostics}},
+		{"no qemu, root", noTCG, 0, []string{KindApplyNetwork, KindCollectDiagnostics}},
+		{"qemu, root", tcg, 0, append(slices.Clone(vmKinds), KindApplyNetwork, KindCollectDiagnostics)},
+		{"no checks", nil, 1000, []string{KindCollectDiagnostics}},
+	}
+	for _, c := range cases {
+		want := c.want
+		if applyNetworkFunc == nil {
+			want = slices.DeleteFunc(slices.Clone(want), func(k string) bool { return k == KindApplyNetwork })
+		}
+		if got := taskKinds(c.caps, c.euid); !slices.Equal(got, want) {
+			t.Errorf("%s: %v; want %v", c.name, got, want)
+		}
 	}
 }
