@@ -236,3 +236,22 @@ func TestTaskKindsAdvertised(t *testing.T) {
 		}
 	}
 }
+
+// Restart asks for 1 s reconnects; they end with the wait for the
+// session (up or given up), not only when a session comes.
+func TestSessionCtlFastEnds(t *testing.T) {
+	t.Parallel()
+	c := newSessionCtl()
+	c.Restart("network changed")
+	if !c.fast.Load() {
+		t.Fatal("Restart did not ask for fast reconnects")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := c.WaitUp(ctx, time.Now()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("WaitUp with no session: %v", err)
+	}
+	if c.fast.Load() {
+		t.Error("fast reconnects go on after the wait gave up")
+	}
+}

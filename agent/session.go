@@ -313,6 +313,11 @@ func (c *sessionCtl) WaitUp(ctx context.Context, since time.Time) (string, error
 	defer func() {
 		c.mu.Lock()
 		c.waiters--
+		if c.waiters == 0 {
+			// nobody waits any more (up, or the trial is over): back to
+			// the normal backoff
+			c.fast.Store(false)
+		}
 		c.mu.Unlock()
 	}()
 	for {
