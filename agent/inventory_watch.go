@@ -65,6 +65,9 @@ type watcher struct {
 	fd int
 	f  *os.File
 
+	readDone chan struct{} // read has returned
+	overflow chan struct{} // cap 1: inotify lost events; Run reconciles
+
 	mu     sync.Mutex
 	wds    map[int32]watchTarget
 	byPath map[string]int32
@@ -76,12 +79,14 @@ type watcher struct {
 // (it cannot be set up) only the reconciliation runs, and that is logged.
 func (iv *inventory) Run(ctx context.Context) {
 	w, err := iv.newWatcher()
+	var overflow <-chan struct{}
 	if err != nil {
 		iv.log.Warn("inventory: no inotify: VM changes are reported by the reconciliation only", "every", iv.reconcileEvery, "err", err)
 	} else {
 		defer w.close()
 		go w.read(ctx)
 		w.scan(ctx)
+		overflow = w.overflow
 	}
 	tick := time.NewTicker(iv.reconcileEvery)
 	defer tick.Stop()
@@ -105,6 +110,12 @@ func (iv *inventory) Run(ctx context.Context) {
 				// the session is not taking deltas: keep them pending
 				flushTimer = time.NewTimer(time.Second)
 				flush = flushTimer.C
+			}
+		case <-overflow:
+			// events were lost: look at everything
+			iv.log.Info("inventory: inotify queue overflowed; listing every VM")
+			if _, err := iv.reconcile(ctx); err != nil && ctx.Err() == nil {
+				iv.log.Warn("inventory: reconcile", "err", err)
 			}
 		case <-tick.C:
 			if _, err := iv.reconcile(ctx); err != nil && ctx.Err() == nil {
@@ -231,7 +242,7 @@ func (iv *inventory) newWatcher() (*watcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("inventory: inotify_init1: %w", err)
 	}
-	w := &watcher{iv: iv, fd: fd, f: os.NewFile(uintptr(fd), "inotify"),
+	w := &watcher{iv: iv, fd: fd, f: os.NewFile(uintptr(fd), "inotify"), readDone: make(chan struct{}), overflow: make(chan struct{}, 1),
 		wds: map[int32]watchTarget{}, byPath: map[string]int32{}, events: map[string]context.CancelFunc{}}
 	if err := w.add(filepath.Join(iv.l.StateDir(), "vms"), dirMask, watchTarget{kind: watchStateVMs}); err != nil {
 		w.f.Close()
@@ -294,12 +305,11 @@ func (w *watcher) scan(ctx context.Context) {
 	}
 }
 
-// read handles inotify events until ctx ends (close unblocks it).
+// read handles inotify events until ctx ends.
 func (w *watcher) read(ctx context.Context) {
-	go func() {
-		<-ctx.Done()
-		w.f.SetReadDeadline(time.Now())
-	}()
+	defer close(w.readDone)
+	stop := context.AfterFunc(ctx, func() { w.f.SetReadDeadline(time.Now()) })
+	defer stop()
 	buf := make([]byte, 64*1024)
 	for {
 		n, err := w.f.Read(buf)
@@ -336,13 +346,10 @@ func trimNUL(b []byte) []byte {
 
 func (w *watcher) handle(ctx context.Context, wd int32, mask uint32, name string) {
 	if mask&unix.IN_Q_OVERFLOW != 0 {
-		// events were lost: look at everything
-		w.iv.log.Info("inventory: inotify queue overflowed; listing every VM")
-		go func() {
-			if _, err := w.iv.reconcile(ctx); err != nil && ctx.Err() == nil {
-				w.iv.log.Warn("inventory: reconcile", "err", err)
-			}
-		}()
+		select {
+		case w.overflow <- struct{}{}:
+		default:
+		}
 		return
 	}
 	w.mu.Lock()
@@ -479,8 +486,10 @@ func (w *watcher) readEvents(ctx context.Context, uid, sock string) {
 	}
 }
 
-// close stops every events reader and the inotify instance.
+// close stops every events reader and the inotify instance, once ctx
+// has ended (read returns then, and starts no reader after).
 func (w *watcher) close() {
+	<-w.readDone
 	w.mu.Lock()
 	for _, cancel := range w.events {
 		cancel()
