@@ -103,10 +103,10 @@ func (d *Director) fullInventory(s *liveSession, inv *directorv1.Inventory) {
 			n.vms[v.GetUid()] = invVM(v)
 		}
 	}
+	// Any full inventory is complete: deltas are judged against it from
+	// now on, even if it answers an earlier Resync than the last one sent
+	// (waiting for that one could silence gap detection for good).
 	d.invMu.Lock()
-	if old := d.inv[s.node]; old != nil && old.resync != inv.GetResyncId() {
-		n.resync = old.resync // an answer to an earlier one: the latest is still due
-	}
 	d.inv[s.node] = n
 	rec := n.record(d.now())
 	d.invMu.Unlock()

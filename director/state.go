@@ -224,6 +224,9 @@ func (d *Director) followNodes(ctx context.Context, rev int64) {
 				delete(d.reports, id)
 				delete(d.revokedNodes, id)
 				d.mu.Unlock()
+				d.invMu.Lock()
+				delete(d.inv, id)
+				d.invMu.Unlock()
 				continue
 			}
 			var n nodeRecord

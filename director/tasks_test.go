@@ -542,6 +542,13 @@ func TestInventoryResync(t *testing.T) {
 	if len(v) != 1 || !strings.HasPrefix(v[0].GetDisplayPhase(), "unknown (last seen Paused at ") {
 		t.Errorf("an offline node's VM: %v, want display phase unknown (last seen Paused at ...)", v)
 	}
+	// A forgotten node's inventory goes with it.
+	if _, err := h.Admin.ForgetNode(ctx, connect.NewRequest(&directorv1.ForgetNodeRequest{Id: a.node})); err != nil {
+		t.Fatal(err)
+	}
+	if v := listVMs(&directorv1.ListVMsRequest{}).GetVms(); len(v) != 0 {
+		t.Errorf("after ForgetNode ListVMs shows %v, want nothing", v)
+	}
 }
 
 // A diagnostics bundle's chunks are stored and acked in order, and
