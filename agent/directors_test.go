@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"os"
 	"slices"
 	"testing"
@@ -88,5 +89,40 @@ func TestRotationRounds(t *testing.T) {
 	ro.set([]string{"z:1", cur})
 	if ro.current() != cur {
 		t.Errorf("after a new list dialling %s; want %s", ro.current(), cur)
+	}
+}
+
+// Leave goes to the first address that answers: the enrolment's director
+// being down is no obstacle while another replica is up.
+func TestLeaveOtherReplica(t *testing.T) {
+	t.Parallel()
+	ca := newTestCA(t)
+	a, b := startFakeSessionsCA(t, ca), startFakeSessionsCA(t, ca)
+	h := testHost(t)
+	prepareAgent(t, a, h)
+	c, err := loadConfig(h.Layout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Directors = []string{a.addr, b.addr}
+	buf, err := MarshalConfig(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ConfigFile(h.Layout), buf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.kill()
+	if err := Leave(context.Background(), h, false); err != nil {
+		t.Fatalf("Leave with the enrolment's director down: %v", err)
+	}
+	b.mu.Lock()
+	n := b.leaves
+	b.mu.Unlock()
+	if n != 1 {
+		t.Errorf("the other replica got %d Leave calls; want 1", n)
+	}
+	if _, err := os.Stat(ConfigFile(h.Layout)); !os.IsNotExist(err) {
+		t.Errorf("credentials left after Leave: %v", err)
 	}
 }

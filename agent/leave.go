@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -44,21 +45,41 @@ func leave(ctx context.Context, h *host.Host, local bool, dial DialFunc) error {
 		if err != nil {
 			return err
 		}
-		client, tr := newClient(id.mtlsConfig(time.Now, id.cfg.Host()), dial)
-		defer tr.CloseIdleConnections()
-		ac := directorv1connect.NewAgentServiceClient(client, baseURL(id.cfg.Director), clientOptions()...)
-		cctx, cancel := context.WithTimeout(ctx, leaveTimeout)
-		defer cancel()
-		_, err = ac.Leave(cctx, connect.NewRequest(&directorv1.LeaveRequest{Reason: "virt agent leave"}))
-		if kind, _ := refusal(err, id, time.Now()); err != nil && kind == "" {
-			return fmt.Errorf("leave director %s as node %s: %w", id.cfg.Director, id.cfg.NodeID, err)
-		} else if err != nil {
-			log.Info("the director already refuses this node's credential; deleting it here", "director", id.cfg.Director, "err", err)
+		if err := leaveAny(ctx, log, id, dial); err != nil {
+			return err
 		}
-		log.Info("left the director", "director", id.cfg.Director, "node", id.cfg.NodeID)
 	}
 	if err := removeCredentials(l); err != nil {
 		return fmt.Errorf("leave: delete the credentials under %s: %w", l.AgentDir(), err)
 	}
 	return nil
+}
+
+// leaveAny tells the director the node leaves, over the first of its
+// addresses that answers (a replica that is down is no obstacle while
+// another is up).
+func leaveAny(ctx context.Context, log *slog.Logger, id *identity, dial DialFunc) error {
+	var errs []error
+	for _, addr := range id.cfg.Addrs() {
+		err := leaveAt(ctx, id, addr, dial)
+		if kind, _ := refusal(err, id, time.Now()); err != nil && kind == "" {
+			errs = append(errs, fmt.Errorf("director %s: %w", addr, err))
+			continue
+		} else if err != nil {
+			log.Info("the director already refuses this node's credential; deleting it here", "director", addr, "err", err)
+		}
+		log.Info("left the director", "director", addr, "node", id.cfg.NodeID)
+		return nil
+	}
+	return fmt.Errorf("leave as node %s: %w", id.cfg.NodeID, errors.Join(errs...))
+}
+
+func leaveAt(ctx context.Context, id *identity, addr string, dial DialFunc) error {
+	client, tr := newClient(id.mtlsConfig(time.Now, hostOf(addr)), dial)
+	defer tr.CloseIdleConnections()
+	ac := directorv1connect.NewAgentServiceClient(client, baseURL(addr), clientOptions()...)
+	cctx, cancel := context.WithTimeout(ctx, leaveTimeout)
+	defer cancel()
+	_, err := ac.Leave(cctx, connect.NewRequest(&directorv1.LeaveRequest{Reason: "virt agent leave"}))
+	return err
 }

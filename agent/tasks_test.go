@@ -55,6 +55,7 @@ type fakeSessions struct {
 	regs     []*directorv1.Register
 	statuses []*directorv1.TaskStatus
 	data     []*directorv1.TaskData
+	leaves   int
 	invs     []*directorv1.Inventory
 	deltas   []*directorv1.InventoryDelta
 	send     chan *directorv1.SessionResponse // to the current session
@@ -88,6 +89,13 @@ func (f *fakeSessions) kill() {
 	f.srv.Listener.Close()
 	f.cutSession()
 	f.srv.CloseClientConnections()
+}
+
+func (f *fakeSessions) Leave(ctx context.Context, req *connect.Request[directorv1.LeaveRequest]) (*connect.Response[directorv1.LeaveResponse], error) {
+	f.mu.Lock()
+	f.leaves++
+	f.mu.Unlock()
+	return connect.NewResponse(&directorv1.LeaveResponse{}), nil
 }
 
 func (f *fakeSessions) notify() {
