@@ -255,7 +255,7 @@ spec:
 	})
 
 	// start-vm by the node's hostname, as an operator types it.
-	succeeded(host, "start-vm", "web")
+	started := succeeded(host, "start-vm", "web")
 	web, _ = local("web")
 	if web.Phase != vm.PhaseRunning || !alive(web.PID) {
 		t.Fatalf("virt vm list after start-vm: web %s, pid %d (alive %v); want Running", web.Phase, web.PID, alive(web.PID))
@@ -279,6 +279,71 @@ spec:
 		t.Fatalf("virt vm list after delete-vm: web still listed: %+v", e)
 	}
 	directorVM("web", "gone", func(v dirVM, found bool) bool { return !found })
+
+	// The tasks as the director keeps them: listed by node and phase,
+	// shown by a prefix of the id; a cancel of an ended task changes
+	// nothing.
+	var done []dirTask
+	if err := json.Unmarshal([]byte(vdir(t, vd, data, "task", "list", "--node", host, "--phase", "succeeded", "-o", "json")), &done); err != nil {
+		t.Fatalf("task list -o json: %v", err)
+	}
+	listedOK := map[string]bool{}
+	for _, x := range done {
+		listedOK[x.ID] = x.Phase == "Succeeded"
+	}
+	for _, id := range []string{created.ID, started.ID, stopped.ID} {
+		if !listedOK[id] {
+			t.Errorf("task list --phase succeeded: %+v; want task %s among them", done, id)
+		}
+	}
+	var shownTask dirTask
+	if err := json.Unmarshal([]byte(vdir(t, vd, data, "task", "show", started.ID[:8], "-o", "json")), &shownTask); err != nil ||
+		shownTask.ID != started.ID || shownTask.Summary != "start-vm web" || shownTask.Phase != "Succeeded" {
+		t.Errorf("task show %s: %+v (%v); want start-vm web, Succeeded", started.ID[:8], shownTask, err)
+	}
+	if out := vdir(t, vd, data, "task", "cancel", started.ID); !strings.Contains(out, started.ID+": Succeeded") {
+		t.Errorf("task cancel of a task that ended: %q; want it still Succeeded", out)
+	}
+
+	// Without --wait: the id at once, the task ends on its own. With
+	// --wait -O FILE, a diagnostics bundle is saved (0600).
+	nowait := run(t, nil, vd, "--data", data, "task", "run", node, "collect-diagnostics")
+	id := strings.TrimSpace(nowait.stdout)
+	if nowait.code != 0 || len(id) != 36 {
+		t.Fatalf("task run collect-diagnostics: exit %d, stdout %q; want the task's id\nstderr: %s", nowait.code, nowait.stdout, nowait.stderr)
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; {
+		var x dirTask
+		if err := json.Unmarshal([]byte(vdir(t, vd, data, "task", "show", id, "-o", "json")), &x); err != nil {
+			t.Fatal(err)
+		}
+		if x.Phase == "Succeeded" {
+			break
+		}
+		if x.Phase == "Failed" || x.Phase == "Cancelled" || time.Now().After(deadline) {
+			t.Fatalf("task %s (collect-diagnostics, no --wait): %s, failure %+v; want Succeeded within 60s", id, x.Phase, x.Failure)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	bundle := filepath.Join(logs, "bundle.tar.gz")
+	succeeded(node, "collect-diagnostics", "-O", bundle)
+	if st, err := os.Stat(bundle); err != nil || st.Size() == 0 || st.Mode().Perm() != 0o600 {
+		t.Errorf("bundle %s: %v, %v; want a non-empty 0600 file", bundle, err, st)
+	}
+
+	// node resync and replica list, on the one replica there is.
+	if out := vdir(t, vd, data, "node", "resync", host, "-o", "json"); !strings.Contains(out, node) && !strings.Contains(out, host) {
+		t.Errorf("node resync %s: %q; want it to name the node", host, out)
+	}
+	var replicas []struct {
+		ID       string `json:"id"`
+		Leader   bool   `json:"leader"`
+		Sessions uint32 `json:"sessions"`
+	}
+	if err := json.Unmarshal([]byte(vdir(t, vd, data, "replica", "list", "-o", "json")), &replicas); err != nil ||
+		len(replicas) != 1 || !replicas[0].Leader || replicas[0].Sessions < 1 {
+		t.Errorf("replica list: %+v (%v); want one replica, the leader, holding a session", replicas, err)
+	}
 
 	// A deaf guest ignores ACPI: stop-vm waits out --timeout, then QEMU
 	// quits; with --force there is no ACPI wait at all.
