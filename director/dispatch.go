@@ -489,6 +489,12 @@ func (d *Director) storeTaskData(ctx context.Context, s *liveSession, td *direct
 		TaskDataAck: &directorv1.TaskDataAck{TaskId: id, Offset: end}}})
 }
 
+// notDeliveredGrace is how long after its deadline a task still pending
+// is failed NOT_DELIVERED: a task sent just in time whose agent's first
+// status is still on its way (etcd slow) must not be called undelivered
+// while the agent has it.
+const notDeliveredGrace = 10 * time.Second
+
 // taskSweepLoop ends pending tasks whose deadline passed (NOT_DELIVERED)
 // and makes sure every ended task's record is ended (its manifest
 // dropped), every TaskSweepEvery.
@@ -521,7 +527,7 @@ func (d *Director) sweepTasks(ctx context.Context) error {
 			return nil
 		}
 		switch {
-		case s.phase() == directorv1.TaskPhase_TASK_PHASE_PENDING && now.After(fromMS(s.Deadline)):
+		case s.phase() == directorv1.TaskPhase_TASK_PHASE_PENDING && now.After(fromMS(s.Deadline).Add(notDeliveredGrace)):
 			late = append(late, item{node, id})
 		case terminal(s.phase()) && s.Kind == KindCreateVM:
 			ended = append(ended, item{node, id})
