@@ -129,23 +129,34 @@ func (iv *inventory) list(ctx context.Context) (map[string]*directorv1.Inventory
 		iv.log.Debug("inventory: vm list", "err", err)
 	}
 	out := make(map[string]*directorv1.InventoryVM, len(entries))
+	asked := map[string]bool{} // live VMs whose phase QMP gave just now
 	for _, e := range entries {
 		v := inventoryVM(e)
 		if _, dup := out[v.Uid]; !dup {
 			out[v.Uid] = v // an orphan's state, run and log dirs share a UID: one row
 		}
+		if e.Class == vm.ClassManaged && e.PID > 0 && e.Message == "" {
+			asked[v.Uid] = true // observeLive leaves a message when QMP did not answer
+		}
 	}
-	iv.overlayPhases(out)
+	iv.overlayPhases(out, asked)
 	return out, nil
 }
 
 // overlayPhases puts the phases QMP events reported over the rows of
-// live managed VMs.
-func (iv *inventory) overlayPhases(vms map[string]*directorv1.InventoryVM) {
+// live managed VMs, except those in asked: QMP's answer of a moment ago
+// is the truth, and becomes what the events said (an event dropped from
+// a full buffer is made good here).
+func (iv *inventory) overlayPhases(vms map[string]*directorv1.InventoryVM, asked map[string]bool) {
 	iv.pmu.Lock()
 	defer iv.pmu.Unlock()
 	for uid, p := range iv.phase {
-		if v, ok := vms[uid]; ok && v.Class == vm.ClassManaged && livePhase(v.Phase) {
+		v, ok := vms[uid]
+		switch {
+		case !ok || v.Class != vm.ClassManaged || !livePhase(v.Phase):
+		case asked[uid]:
+			iv.phase[uid] = v.Phase
+		default:
 			v.Phase = p
 		}
 	}

@@ -290,6 +290,37 @@ func TestInventoryDeltasFromEvents(t *testing.T) {
 	}
 }
 
+// A reconciliation corrects a phase the events got wrong (a RESUME lost
+// from a full buffer): QMP's answer wins over the events' phase, and the
+// change goes out as a delta.
+func TestInventoryReconcileCorrectsPhase(t *testing.T) {
+	r := newInvRig(t)
+	uid := r.create("web").Metadata.UID
+	iv := newInventory(r.vms, r.layout, nil)
+	iv.reconcileEvery = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { iv.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	full, err := iv.Full(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newDeltaWaiter(t, iv, full)
+	q := r.start(uid, 4343) // its monitor answers query-status "running"
+	w.until("start", time.Second, phaseIs(uid, vm.PhaseRunning))
+	q.event("STOP") // and the RESUME that followed was lost
+	w.until("STOP event", time.Second, phaseIs(uid, vm.PhasePaused))
+	n, err := iv.reconcile(ctx)
+	if err != nil || n != 1 {
+		t.Fatalf("reconcile: got %d changes, %v; want 1 (Paused -> Running from QMP)", n, err)
+	}
+	w.until("reconcile", time.Second, phaseIs(uid, vm.PhaseRunning))
+	if n, err := iv.reconcile(ctx); err != nil || n != 0 {
+		t.Errorf("a second reconcile: got %d changes, %v; want 0", n, err)
+	}
+}
+
 // A director-created VM's label value is reported as it is stored; a
 // local spec edit bumps the host's generation only, seen by inotify.
 func TestInventoryTwoGenerations(t *testing.T) {

@@ -190,7 +190,7 @@ func (iv *inventory) flush(ctx context.Context, w *watcher) (again bool) {
 			now[uid] = v
 		}
 	}
-	iv.overlayPhases(now)
+	iv.overlayPhases(now, nil)
 
 	iv.mu.Lock()
 	defer iv.mu.Unlock()
