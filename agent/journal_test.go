@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -253,5 +254,40 @@ func TestSessionCtlFastEnds(t *testing.T) {
 	}
 	if c.fast.Load() {
 		t.Error("fast reconnects go on after the wait gave up")
+	}
+}
+
+// A running task's log lines go out by themselves (not only with its
+// next status), through the same 4-a-second throttle.
+func TestTaskLogLinesFlushed(t *testing.T) {
+	t.Parallel()
+	j, err := openJournal(filepath.Join(t.TempDir(), "tasks"), testLog(t), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := newOutbox()
+	tr := newTaskRunner(context.Background(), nil, testLog(t), j, out, newSessionCtl(), time.Now)
+	id := newID()
+	if _, err := j.create(&jrecord{ID: id, Kind: KindStopVM, ReceivedAt: time.Now()}, &directorv1.TaskStatus{TaskId: id, Seq: 1, Phase: directorv1.TaskPhase_TASK_PHASE_QUEUED}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	lt := &liveTask{id: id, seq: 1}
+	tr.send(lt, directorv1.TaskPhase_TASK_PHASE_RUNNING, nil, nil)
+	out.take()
+	env := tr.env(lt)
+	env.Log.Info("guest did not power off in time; sending quit", "vm", "web")
+	env.Log.Debug("not a line")
+	got := takeN(out, 1)
+	if len(got) != 1 {
+		t.Fatalf("%d statuses after a log line; want 1", len(got))
+	}
+	st := got[0].GetTaskStatus()
+	if st.GetPhase() != directorv1.TaskPhase_TASK_PHASE_RUNNING || len(st.GetLog()) != 1 || st.GetLog()[0] != "guest did not power off in time; sending quit vm=web" {
+		t.Errorf("status %v; want RUNNING with the one INFO line", st)
+	}
+	long := strings.Repeat("é", maxLogLine)
+	env.Log.Info(long)
+	if got := takeN(out, 1); len(got) != 1 || len(got[0].GetTaskStatus().GetLog()[0]) > maxLogLine {
+		t.Errorf("a long line: %v; want one status with a line of at most %d bytes", got, maxLogLine)
 	}
 }

@@ -217,15 +217,16 @@ type liveTask struct {
 	cancel   context.CancelCauseFunc
 	received time.Time
 
-	mu           sync.Mutex
-	seq          uint64
-	phase        directorv1.TaskPhase
-	progress     *directorv1.Progress
-	lastProgress time.Time
-	logs         []string
-	ended        bool
-	resumed      *resumedTry
-	acks         chan uint64 // TaskDataAck offsets (collect-diagnostics)
+	mu        sync.Mutex
+	seq       uint64
+	phase     directorv1.TaskPhase
+	progress  *directorv1.Progress
+	lastSent  time.Time // the throttle of RUNNING statuses
+	flushSoon bool      // a timer sends the waiting log lines
+	logs      []string
+	ended     bool
+	resumed   *resumedTry
+	acks      chan uint64 // TaskDataAck offsets (collect-diagnostics)
 }
 
 func newTaskRunner(ctx context.Context, h *host.Host, log *slog.Logger, j *journal, out *outbox, sess sessionControl, now func() time.Time) *taskRunner {
@@ -622,7 +623,7 @@ func (tr *taskRunner) env(lt *liveTask) *taskEnv {
 		Progress: func(done, total int64, unit string) {
 			lt.mu.Lock()
 			lt.progress = &directorv1.Progress{Done: done, Total: total, Unit: unit}
-			due := tr.now().Sub(lt.lastProgress) >= progressInterval
+			due := tr.now().Sub(lt.lastSent) >= progressInterval
 			lt.mu.Unlock()
 			if due {
 				tr.send(lt, directorv1.TaskPhase_TASK_PHASE_RUNNING, nil, nil)
@@ -648,9 +649,7 @@ func (tr *taskRunner) send(lt *liveTask, phase directorv1.TaskPhase, res *direct
 	st := &directorv1.TaskStatus{TaskId: lt.id, Seq: lt.seq, Phase: phase, Progress: lt.progress, Log: lt.logs, Failure: f, Result: res}
 	lt.logs = nil
 	lt.phase = phase
-	if lt.progress != nil {
-		lt.lastProgress = tr.now()
-	}
+	lt.lastSent = tr.now()
 	if terminalPhase(phase) {
 		lt.ended = true
 	}
@@ -661,6 +660,35 @@ func (tr *taskRunner) send(lt *liveTask, phase directorv1.TaskPhase, res *direct
 	}
 	tr.out.status(st)
 	lt.mu.Unlock()
+}
+
+// logged sends a running task's new log lines through the throttle: at
+// once when the last status is older than progressInterval, else by a
+// timer when that has passed (they need not wait for the task's end).
+func (tr *taskRunner) logged(lt *liveTask) {
+	lt.mu.Lock()
+	if lt.ended || lt.phase != directorv1.TaskPhase_TASK_PHASE_RUNNING || lt.flushSoon {
+		lt.mu.Unlock()
+		return
+	}
+	wait := progressInterval - tr.now().Sub(lt.lastSent)
+	if wait > 0 {
+		lt.flushSoon = true
+	}
+	lt.mu.Unlock()
+	if wait <= 0 {
+		tr.send(lt, directorv1.TaskPhase_TASK_PHASE_RUNNING, nil, nil)
+		return
+	}
+	time.AfterFunc(wait, func() {
+		lt.mu.Lock()
+		lt.flushSoon = false
+		due := len(lt.logs) > 0 && !lt.ended
+		lt.mu.Unlock()
+		if due {
+			tr.send(lt, directorv1.TaskPhase_TASK_PHASE_RUNNING, nil, nil)
+		}
+	})
 }
 
 // captureHandler passes records on and keeps INFO+ ones as the task's log
@@ -697,6 +725,7 @@ func (c *captureHandler) Handle(ctx context.Context, r slog.Record) error {
 		c.lt.mu.Lock()
 		c.lt.logs = capLines(append(c.lt.logs, line))
 		c.lt.mu.Unlock()
+		c.tr.logged(c.lt)
 	}
 	if c.next.Enabled(ctx, r.Level) {
 		return c.next.Handle(ctx, r)
