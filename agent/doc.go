@@ -8,8 +8,9 @@
 //
 //   - enroll.go: Enroll (pin checked in the TLS handshake before the token
 //     is sent; the key written before the CSR goes out, reused on a retry).
-//   - run.go, session.go, backoff.go, report.go, facts.go: Run, the one
-//     session at a time that `virt agent run` keeps.
+//   - run.go, session.go, backoff.go, report.go, facts.go, directors.go:
+//     Run, the one session at a time that `virt agent run` keeps, over the
+//     director's addresses in turn (agent.yaml director and directors).
 //   - files.go, config.go, record.go, alert.go: the credentials under
 //     paths.Layout.AgentDir (dir 0700, files 0600: identity.pem = key +
 //     leaf + intermediate in one atomic write, ca.pem, agent.yaml), the
