@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // stoppedMember is a Store whose only member has stopped: nothing
@@ -301,4 +305,52 @@ func TestCampaign(t *testing.T) {
 		t.Fatal("the other candidate did not win within 5s of the leader's death (TTL 2s)")
 	}
 	t.Logf("takeover after the leader's Store closed: %s", time.Since(start).Round(time.Millisecond))
+}
+
+// What etcd says when it has no quorum becomes ErrUnavailable; anything
+// else, and the caller's own ctx, stays as it was.
+func TestUnavailableMapping(t *testing.T) {
+	s := &Store{requestTimeout: time.Hour}
+	live := context.Background()
+	cancelled, cancel := context.WithCancel(live)
+	cancel()
+	other := errors.New("etcdserver: mvcc: required revision has been compacted")
+	cases := []struct {
+		name    string
+		parent  context.Context
+		took    time.Duration
+		err     error
+		want    string // the error's text; "" for err itself
+		isUnav  bool
+		timeout time.Duration
+	}{
+		{"member gave up after 7s", live, 7 * time.Second, rpctypes.ErrTimeout, "etcd: no answer within 7s: cluster without quorum or unreachable", true, 7 * time.Second},
+		{"leader lost mid-request", live, 1200 * time.Millisecond, rpctypes.ErrTimeoutDueToLeaderFail, "etcd: no answer within 1.2s: cluster without quorum or unreachable", true, 1200 * time.Millisecond},
+		{"no leader", live, 0, rpctypes.ErrNoLeader, "etcd: cluster without quorum or unreachable: etcdserver: no leader", true, 0},
+		{"grpc unavailable", live, 0, status.Error(codes.Unavailable, "connection refused"), "etcd: cluster without quorum or unreachable: rpc error: code = Unavailable desc = connection refused", true, 0},
+		{"other error", live, 0, other, "", false, 0},
+		{"caller cancelled", cancelled, 0, context.Canceled, "", false, 0},
+		{"nil", live, 0, nil, "", false, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := s.unavailable(c.parent, c.parent, time.Now().Add(-c.took), c.err)
+			if errors.Is(got, ErrUnavailable) != c.isUnav {
+				t.Fatalf("got %v; want ErrUnavailable %v", got, c.isUnav)
+			}
+			if !c.isUnav {
+				if got != c.err {
+					t.Errorf("got %v; want %v as is", got, c.err)
+				}
+				return
+			}
+			if got.Error() != c.want {
+				t.Errorf("got %q; want %q", got, c.want)
+			}
+			var ue *UnavailableError
+			if errors.As(got, &ue) && ue.Timeout != c.timeout {
+				t.Errorf("Timeout: got %s; want %s", ue.Timeout, c.timeout)
+			}
+		})
+	}
 }

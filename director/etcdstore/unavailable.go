@@ -54,28 +54,34 @@ var errRequestTimeout = errors.New("etcdstore: request timeout")
 // the caller's own deadline or cancel included, is returned as is.
 func (s *Store) request(ctx context.Context) (rctx context.Context, done func(error) error) {
 	d := s.requestTimeout
+	start := time.Now()
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
-		return ctx, func(err error) error { return s.unavailable(ctx, ctx, err) }
+		return ctx, func(err error) error { return s.unavailable(ctx, ctx, start, err) }
 	}
 	rctx, cancel := context.WithTimeoutCause(ctx, d, errRequestTimeout)
 	return rctx, func(err error) error {
 		defer cancel()
-		return s.unavailable(ctx, rctx, err)
+		return s.unavailable(ctx, rctx, start, err)
 	}
 }
 
-func (s *Store) unavailable(parent, rctx context.Context, err error) error {
+func (s *Store) unavailable(parent, rctx context.Context, start time.Time, err error) error {
 	if err == nil {
 		return nil
 	}
 	if parent.Err() == nil && errors.Is(context.Cause(rctx), errRequestTimeout) {
 		return &UnavailableError{Timeout: s.requestTimeout}
 	}
-	// a member's own timeout (it gave up waiting for a quorum) reads as
-	// ours: the same condition, and the words callers and docs know
+	// a member's own timeout (it gave up waiting for a quorum: ~7 s, or
+	// as our timer fired) reads as ours, with the time it took: the same
+	// condition, in the words callers and docs know
 	if isAny(err, rpctypes.ErrTimeout, rpctypes.ErrTimeoutDueToLeaderFail, rpctypes.ErrTimeoutDueToConnectionLost,
 		rpctypes.ErrTimeoutWaitAppliedIndex) {
-		return &UnavailableError{Timeout: s.requestTimeout, Err: err}
+		took := time.Since(start).Round(100 * time.Millisecond)
+		if took >= s.requestTimeout-100*time.Millisecond {
+			took = min(took, s.requestTimeout)
+		}
+		return &UnavailableError{Timeout: max(took, 100*time.Millisecond), Err: err}
 	}
 	if isAny(err, rpctypes.ErrNoLeader, rpctypes.ErrLeaderChanged) || status.Code(err) == codes.Unavailable {
 		return &UnavailableError{Err: err}
