@@ -36,6 +36,8 @@ type taskFake struct {
 	watchOpen  chan struct{}
 	made       chan struct{}
 	events     []*directorv1.TaskInfo // WatchTask sends these, then ends
+	hold       bool                   // ... or waits for the client to go
+	sent       chan struct{}          // closed once the events are sent
 	getTask    *directorv1.TaskInfo
 	tasks      []*directorv1.TaskInfo // ListTasks
 	listReq    *directorv1.ListTasksRequest
@@ -89,6 +91,12 @@ func (f *taskFake) WatchTask(ctx context.Context, r *connect.Request[directorv1.
 		if err := s.Send(e); err != nil {
 			return err
 		}
+	}
+	if f.sent != nil {
+		close(f.sent)
+	}
+	if f.hold {
+		<-ctx.Done()
 	}
 	return nil
 }
@@ -847,4 +855,49 @@ func TestNewLines(t *testing.T) {
 			t.Errorf("newLines(%q, %q) = %q; want %q", tc.prev, tc.cur, got, tc.want)
 		}
 	}
+}
+
+// A watch that ends before the task does: the task is asked for once
+// more; still running, the error says it goes on. An interrupted --wait
+// leaves the task running and says so (exit 130).
+func TestTaskRunWaitEnds(t *testing.T) {
+	running := testTaskInfo(directorv1.TaskPhase_TASK_PHASE_RUNNING)
+	done := testTaskInfo(directorv1.TaskPhase_TASK_PHASE_SUCCEEDED)
+	t.Run("watch cut, task ended", func(t *testing.T) {
+		dir := shortDir(t)
+		fake := newTaskFake()
+		fake.events, fake.getTask = []*directorv1.TaskInfo{running}, done
+		serveTasks(t, dir, fake)
+		out, errOut, code := runCLI(t, dir, "task", "run", "kvm-01", "start-vm", "web", "--wait")
+		if code != ExitOK || !strings.Contains(out, "Phase:     Succeeded") {
+			t.Errorf("exit %d, stdout %q, stderr %q; want 0 and the task Succeeded", code, out, errOut)
+		}
+	})
+	t.Run("watch cut, task runs", func(t *testing.T) {
+		dir := shortDir(t)
+		fake := newTaskFake()
+		fake.events, fake.getTask = []*directorv1.TaskInfo{running}, running
+		serveTasks(t, dir, fake)
+		out, errOut, code := runCLI(t, dir, "task", "run", "kvm-01", "start-vm", "web", "--wait")
+		id := fake.created[0].GetTask().GetId()
+		want := "the director ended the watch before the task ended; it goes on: virt-director task show " + id
+		if code != ExitError || !strings.Contains(errOut, want) || out != "" {
+			t.Errorf("exit %d, stdout %q, stderr %q; want %d and %q", code, out, errOut, ExitError, want)
+		}
+	})
+	t.Run("interrupted", func(t *testing.T) {
+		dir := shortDir(t)
+		fake := newTaskFake()
+		fake.events, fake.hold, fake.sent = []*directorv1.TaskInfo{running}, true, make(chan struct{})
+		serveTasks(t, dir, fake)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-fake.sent; time.Sleep(100 * time.Millisecond); cancel() }()
+		var out, errOut strings.Builder
+		env := &Env{IO: &IOStreams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, Now: func() time.Time { return testNow }, Loc: time.UTC}
+		code := runEnv(ctx, []string{"--data", dir, "task", "run", "kvm-01", "start-vm", "web", "--wait"}, env)
+		id := fake.created[0].GetTask().GetId()
+		if want := "interrupted: task " + id + " goes on"; code != ExitCanceled || !strings.Contains(errOut.String(), want) {
+			t.Errorf("exit %d, stderr %q; want %d and %q", code, errOut.String(), ExitCanceled, want)
+		}
+	})
 }
