@@ -67,6 +67,12 @@ If the director cannot say whether it stored the task (its etcd cluster has no
 quorum, or the answer was lost), the error says so: look with task show ID, or
 run the same command again with --id ID (a task id is stored once).`,
 		Args: cobra.MinimumNArgs(2),
+		ValidArgsFunction: func(cmd *cobra.Command, args []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			if len(args) == 1 {
+				return kindNames(), cobra.ShellCompDirectiveNoFileComp
+			}
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return env.taskRun(cmd, o, args)
 		},

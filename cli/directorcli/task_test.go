@@ -901,3 +901,16 @@ func TestTaskRunWaitEnds(t *testing.T) {
 		}
 	})
 }
+
+// task run completes KIND with the kinds of the table.
+func TestTaskRunCompletesKinds(t *testing.T) {
+	dir := shortDir(t)
+	out, errOut, code := runCLI(t, dir, "__complete", "task", "run", "kvm-01", "")
+	if code != ExitOK {
+		t.Fatalf("exit %d; stderr %s", code, errOut)
+	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	if len(got) < 1 || !slices.Equal(got[:len(got)-1], kindNames()) {
+		t.Errorf("completions %q; want %q and the directive", got, kindNames())
+	}
+}
