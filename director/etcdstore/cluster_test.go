@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/virtcon/virtcon/director/etcdstore/etcdtest"
+	"github.com/virtcon/virtcon/internal/reexec"
 )
 
 // These tests run a 3-member etcd cluster as real processes (etcdtest):
@@ -296,29 +296,28 @@ func TestClusterKeepAliveLeaseQuorumLoss(t *testing.T) {
 	})
 }
 
-// campaignHelperEnv makes the test binary a campaigning replica (see
-// TestCampaignHelperProcess).
+// campaignHelper is a campaigning replica in a process of its own (a
+// child mode of this test binary, started by TestClusterCampaignFailover):
+// it wins the election, says so, and waits to be killed.
+const campaignHelper = "etcdstore-campaign-helper"
+
+// campaignHelperEnv carries the cluster's endpoints and the prefix to it.
 const campaignHelperEnv = "VIRTCON_ETCDSTORE_CAMPAIGN_ENDPOINTS"
 
-// TestCampaignHelperProcess is not a test: run by TestClusterCampaignFailover
-// as a separate process, it wins the election, says so, and waits to be
-// killed.
-func TestCampaignHelperProcess(t *testing.T) {
-	eps := os.Getenv(campaignHelperEnv)
-	if eps == "" {
-		t.Skip("helper process for TestClusterCampaignFailover")
-	}
-	s, err := Open(context.Background(), Options{Endpoints: strings.Split(eps, ","), Prefix: os.Getenv(campaignHelperEnv + "_PREFIX")})
-	if err != nil {
-		fmt.Println("error:", err)
-		os.Exit(1)
-	}
-	if _, err := s.Campaign(context.Background(), "singletons", "helper", 2*time.Second); err != nil {
-		fmt.Println("error:", err)
-		os.Exit(1)
-	}
-	fmt.Println("leader")
-	select {}
+func init() {
+	reexec.Register(campaignHelper, func() int {
+		s, err := Open(context.Background(), Options{Endpoints: strings.Split(os.Getenv(campaignHelperEnv), ","), Prefix: os.Getenv(campaignHelperEnv + "_PREFIX")})
+		if err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		if _, err := s.Campaign(context.Background(), "singletons", "helper", 2*time.Second); err != nil {
+			fmt.Println("error:", err)
+			return 1
+		}
+		fmt.Println("leader")
+		select {}
+	})
 }
 
 // The leading replica's process is killed -9: the other candidate wins
@@ -329,8 +328,12 @@ func TestClusterCampaignFailover(t *testing.T) {
 	s := clusterStore(t, c, Options{Prefix: prefix})
 	ctx := t.Context()
 
-	helper := exec.Command(os.Args[0], "-test.run=^TestCampaignHelperProcess$")
-	helper.Env = append(os.Environ(), campaignHelperEnv+"="+strings.Join(c.Endpoints(), ","), campaignHelperEnv+"_PREFIX="+prefix)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	helper := reexec.Command(ctx, exe, campaignHelper,
+		append(os.Environ(), campaignHelperEnv+"="+strings.Join(c.Endpoints(), ","), campaignHelperEnv+"_PREFIX="+prefix))
 	helper.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := helper.StdoutPipe()
 	if err != nil {
