@@ -461,6 +461,13 @@ func (w *watcher) readEvents(ctx context.Context, uid, sock string) {
 	iv.log.Debug("inventory: following qmp events", "vm", uid)
 	stop := context.AfterFunc(ctx, func() { es.Close() })
 	defer stop()
+	// What happened before the connection is asked once, now that every
+	// later event is buffered on es: applied after this answer, they
+	// leave the phase as QEMU has it.
+	if _, e, err := iv.vms.Get(ctx, uid); err == nil && e != nil && e.Class == vm.ClassManaged && e.PID > 0 && e.Message == "" {
+		iv.setPhase(uid, e.Phase)
+		iv.mark(uid)
+	}
 	for ev := range es.C() {
 		switch ev.Event {
 		case "STOP", "SUSPEND":
