@@ -69,6 +69,9 @@ func TestFlagValidation(t *testing.T) {
 		{"serve degraded before two heartbeats", []string{"serve", "--heartbeat-interval", "10s", "--degraded-after", "15s"}, "--degraded-after"},
 		{"serve offline before degraded", []string{"serve", "--degraded-after", "30s", "--offline-after", "30s"}, "--offline-after"},
 		{"serve bad duration", []string{"serve", "--offline-after", "soon"}, "--offline-after"},
+		{"serve replica id", []string{"serve", "--replica-id", "dir.a"}, `--replica-id "dir.a": want one DNS label`},
+		{"serve task retention", []string{"serve", "--task-retention", "10m"}, "--task-retention 10m0s: want at least 1h"},
+		{"serve etcd request timeout", []string{"serve", "--etcd-request-timeout", "10ms"}, "--etcd-request-timeout 10ms: want 100ms to 1m"},
 		{"completion unknown shell", []string{"completion", "tcsh"}, "unknown shell"},
 	}
 	for _, tc := range tests {
@@ -106,12 +109,14 @@ func TestServeOptions(t *testing.T) {
 	code := runEnv(context.Background(), []string{"serve", "--data", "/srv/vd", "--listen", "127.0.0.1:0", "--advertise", "[2001:db8::1]",
 		"--etcd-endpoints", "https://e1:2379,https://e2:2379", "--etcd-cacert", "/ca.pem", "--etcd-cert", "/c.pem", "--etcd-key", "/k.pem",
 		"--etcd-prefix", "/vd/test/", "--ca-kek-file", "/run/credentials/kek", "--log-level", "debug", "--log-format", "json",
-		"--heartbeat-interval", "2s", "--degraded-after", "6s", "--offline-after", "12s"}, env)
+		"--heartbeat-interval", "2s", "--degraded-after", "6s", "--offline-after", "12s",
+		"--replica-id", "dir-a", "--task-retention", "48h", "--etcd-request-timeout", "5s"}, env)
 	if code != ExitOK {
 		t.Fatalf("exit %d; stderr: %s", code, errOut.String())
 	}
 	want := serveOptions{Listen: "127.0.0.1:0", Advertise: "[2001:db8::1]", EtcdEndpoints: []string{"https://e1:2379", "https://e2:2379"},
 		EtcdCACert: "/ca.pem", EtcdCert: "/c.pem", EtcdKey: "/k.pem", EtcdPrefix: "/vd/test/", KEKFile: "/run/credentials/kek",
+		ReplicaID: "dir-a", TaskRetention: 48 * time.Hour, EtcdRequestTimeout: 5 * time.Second,
 		LogLevel: "debug", LogFormat: "json", HeartbeatInterval: 2 * time.Second, DegradedAfter: 6 * time.Second, OfflineAfter: 12 * time.Second}
 	if fmt.Sprint(*got) != fmt.Sprint(want) {
 		t.Errorf("serve got %+v; want %+v", *got, want)

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/virtcon/virtcon/director"
+	"github.com/virtcon/virtcon/director/etcdstore"
 	"github.com/virtcon/virtcon/internal/duration"
 )
 
@@ -27,8 +28,14 @@ type serveOptions struct {
 	EtcdPrefix    string
 	KEKFile       string
 	NewCA         bool
-	LogLevel      string
-	LogFormat     string
+	// ReplicaID names this replica (default: made once, kept in
+	// <data>/replica-id); TaskRetention is how long tasks are kept;
+	// EtcdRequestTimeout bounds each etcd request.
+	ReplicaID          string
+	TaskRetention      time.Duration
+	EtcdRequestTimeout time.Duration
+	LogLevel           string
+	LogFormat          string
 	// liveness: the heartbeat period told to agents, and the silences
 	// after which a node is Degraded, then Offline
 	HeartbeatInterval time.Duration
@@ -61,6 +68,15 @@ func (o *serveOptions) validate() error {
 	}
 	if o.EtcdPrefix != "" && !strings.HasPrefix(o.EtcdPrefix, "/") {
 		return &UsageError{fmt.Errorf("--etcd-prefix %q: want a key prefix starting with / (default /virtcon-director/v1/)", o.EtcdPrefix)}
+	}
+	if o.ReplicaID != "" && !director.ValidReplicaID(o.ReplicaID) {
+		return &UsageError{fmt.Errorf("--replica-id %q: want one DNS label (letters, digits, inner '-'; at most 63)", o.ReplicaID)}
+	}
+	if o.TaskRetention < time.Hour {
+		return &UsageError{fmt.Errorf("--task-retention %s: want at least 1h", o.TaskRetention)}
+	}
+	if o.EtcdRequestTimeout < 100*time.Millisecond || o.EtcdRequestTimeout > time.Minute {
+		return &UsageError{fmt.Errorf("--etcd-request-timeout %s: want 100ms to 1m", o.EtcdRequestTimeout)}
 	}
 	if o.HeartbeatInterval < time.Second {
 		return &UsageError{fmt.Errorf("--heartbeat-interval %s: want at least 1s", o.HeartbeatInterval)}
@@ -198,6 +214,9 @@ stderr; logs go to stderr too (--log-format text or json).`,
 	fl.StringVar(&o.EtcdPrefix, "etcd-prefix", "", "the etcd key `PREFIX` of this director's state (default /virtcon-director/v1/)")
 	fl.StringVar(&o.KEKFile, "ca-kek-file", "", "the CA's key encryption key, 32 bytes (`FILE`, default <data>/ca.kek; made when missing)")
 	fl.BoolVar(&o.NewCA, "new-ca", false, "if the store has no CA and there is no recovery.json, make a new CA although <data> has a key (every host must enrol again)")
+	fl.StringVar(&o.ReplicaID, "replica-id", "", "this replica's `ID`, one DNS label (default: made once and kept in <data>/replica-id)")
+	fl.Var(duration.NewValue(&o.TaskRetention, director.DefaultTaskRetention), "task-retention", "how long tasks are kept, ended or not")
+	fl.Var(duration.NewValue(&o.EtcdRequestTimeout, etcdstore.DefaultRequestTimeout), "etcd-request-timeout", "how long an etcd request may take before it fails Unavailable (a cluster without quorum)")
 	fl.Var(duration.NewValue(&o.HeartbeatInterval, director.DefaultHeartbeatInterval), "heartbeat-interval", "how often agents heartbeat (told to them when they register)")
 	fl.Var(duration.NewValue(&o.DegradedAfter, director.DefaultDegradedAfter), "degraded-after", "a node silent this long is Degraded (its VMs shown as unknown, never stopped)")
 	fl.Var(duration.NewValue(&o.OfflineAfter, director.DefaultOfflineAfter), "offline-after", "a node silent this long is Offline")

@@ -19,8 +19,10 @@ func runDirector(ctx context.Context, env *Env, o *serveOptions) error {
 		Etcd: etcdstore.Options{
 			Endpoints: o.EtcdEndpoints,
 			CACert:    o.EtcdCACert, Cert: o.EtcdCert, Key: o.EtcdKey,
-			Prefix: o.EtcdPrefix,
+			Prefix: o.EtcdPrefix, RequestTimeout: o.EtcdRequestTimeout,
 		},
+		ReplicaID:         o.ReplicaID,
+		TaskRetention:     o.TaskRetention,
 		KEKFile:           o.KEKFile,
 		NewCA:             o.NewCA,
 		HeartbeatInterval: o.HeartbeatInterval,
