@@ -35,8 +35,12 @@ import (
 // Launch.EvtSocket).
 const eventsSocketName = "qmp-events.sock"
 
-// eventsDialTimeout bounds the QMP handshake on the events socket.
-const eventsDialTimeout = 2 * time.Second
+// eventsDialTimeout bounds one QMP handshake on the events socket;
+// eventsDialFor is how long a socket that does not answer is tried.
+const (
+	eventsDialTimeout = 2 * time.Second
+	eventsDialFor     = 30 * time.Second
+)
 
 const (
 	dirMask = unix.IN_CREATE | unix.IN_DELETE | unix.IN_MOVED_TO | unix.IN_MOVED_FROM | unix.IN_ONLYDIR
@@ -430,17 +434,18 @@ func (w *watcher) dialIfThere(ctx context.Context, uid string) {
 }
 
 // readEvents follows one VM's QMP events until the stream ends (QEMU is
-// gone) or ctx ends. QEMU accepts the socket a moment after creating it:
-// a refused dial is retried for a few seconds.
+// gone) or ctx ends. QEMU accepts the socket a moment after creating it
+// and greets once its main loop runs: a dial refused or unanswered is
+// tried again for eventsDialFor, while the socket is there.
 func (w *watcher) readEvents(ctx context.Context, uid, sock string) {
 	iv := w.iv
 	var es *qmp.EventStream
 	var err error
-	for try := 0; try < 10; try++ {
+	for giveUp := time.Now().Add(eventsDialFor); time.Now().Before(giveUp); {
 		dctx, cancel := context.WithTimeout(ctx, eventsDialTimeout)
 		es, err = qmp.DialEvents(dctx, sock, qmp.Options{Logger: iv.log, Timeout: eventsDialTimeout})
 		cancel()
-		if err == nil || errors.Is(err, qmp.ErrBusy) || ctx.Err() != nil {
+		if err == nil || ctx.Err() != nil {
 			break
 		}
 		if _, serr := os.Stat(sock); serr != nil {
