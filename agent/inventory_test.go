@@ -78,6 +78,10 @@ type fakeVMProc struct {
 	runDir string
 	lns    []net.Listener
 
+	// slowGreet delays the events socket's first greeting (QEMU not in
+	// its main loop yet)
+	slowGreet time.Duration
+
 	mu     sync.Mutex
 	conns  []net.Conn
 	evConn net.Conn
@@ -85,9 +89,11 @@ type fakeVMProc struct {
 	wg     sync.WaitGroup
 }
 
-func (r *invRig) start(uid string, pid int) *fakeVMProc {
+func (r *invRig) start(uid string, pid int) *fakeVMProc { return r.startSlow(uid, pid, 0) }
+
+func (r *invRig) startSlow(uid string, pid int, slowGreet time.Duration) *fakeVMProc {
 	r.t.Helper()
-	f := &fakeVMProc{t: r.t, proc: filepath.Join(r.host, "proc", strconv.Itoa(pid)), runDir: r.layout.VMRunDir(uid), evUp: make(chan struct{})}
+	f := &fakeVMProc{t: r.t, proc: filepath.Join(r.host, "proc", strconv.Itoa(pid)), runDir: r.layout.VMRunDir(uid), evUp: make(chan struct{}), slowGreet: slowGreet}
 	if err := os.MkdirAll(f.proc, 0o755); err != nil {
 		r.t.Fatal(err)
 	}
@@ -138,6 +144,13 @@ func (f *fakeVMProc) listen(path string, events bool) {
 }
 
 func (f *fakeVMProc) serve(c net.Conn, events bool) {
+	if events {
+		f.mu.Lock()
+		d := f.slowGreet
+		f.slowGreet = 0
+		f.mu.Unlock()
+		time.Sleep(d)
+	}
 	fmt.Fprintln(c, `{"QMP":{"version":{"qemu":{"major":7,"minor":2,"micro":0},"package":""},"capabilities":[]}}`)
 	sc := bufio.NewScanner(c)
 	for sc.Scan() {
@@ -288,6 +301,33 @@ func TestInventoryDeltasFromEvents(t *testing.T) {
 	if n := iv.reconcileChanges.Load(); n != 0 {
 		t.Errorf("reconcile changes counted: got %d; want 0", n)
 	}
+}
+
+// An events socket that greets only after the handshake's timeout (QEMU
+// not in its main loop yet) is dialled again, and its events are seen.
+func TestInventoryEventsSlowGreeting(t *testing.T) {
+	r := newInvRig(t)
+	uid := r.create("web").Metadata.UID
+	iv := newInventory(r.vms, r.layout, nil)
+	iv.reconcileEvery = time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { iv.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	full, err := iv.Full(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newDeltaWaiter(t, iv, full)
+	q := r.startSlow(uid, 4444, eventsDialTimeout+500*time.Millisecond)
+	w.until("start", time.Second, phaseIs(uid, vm.PhaseRunning))
+	select {
+	case <-q.evUp:
+	case <-time.After(2*eventsDialTimeout + 2*time.Second):
+		t.Fatal("the events socket was not dialled again after a handshake timeout")
+	}
+	q.event("STOP")
+	w.until("STOP event", time.Second, phaseIs(uid, vm.PhasePaused))
 }
 
 // A reconciliation corrects a phase the events got wrong (a RESUME lost
