@@ -101,18 +101,6 @@ func runIn(t *testing.T, stdin, bin string, args ...string) result {
 	return r
 }
 
-// copyFile copies src to dst (0644: QEMU reads it).
-func copyFile(t *testing.T, src, dst string) {
-	t.Helper()
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(dst, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 func TestIntegrationDirectorTasksVM(t *testing.T) {
 	g := requireGuest(t)
 	vd := requireDirector(t)
@@ -133,15 +121,20 @@ func TestIntegrationDirectorTasksVM(t *testing.T) {
 	waitNode(t, vd, data, node, 30*time.Second, "Ready and connected", func(n dirNode) bool { return n.State == "Ready" && n.Connected })
 	host := nodeOf(t, vd, data, node).Hostname
 
-	// A remote manifest boots only files in the host's images directory.
+	// A remote manifest boots only files in the host's image store: they
+	// go in as an operator would put them, with virt image import (a
+	// file copied in without its sha256 marker is an incomplete image,
+	// ORPHANED, which vm gc removes).
 	images := layout.ImagesDir()
-	if err := os.MkdirAll(images, 0o755); err != nil {
-		t.Fatal(err)
+	for name, file := range map[string]string{"vmlinux": g.kernel, "initrd": g.initrd, "initrd-deaf": g.deaf} {
+		v(t, root, "image", "import", file, "--name", name)
 	}
-	kernel, initrd, deaf := filepath.Join(images, "vmlinux"), filepath.Join(images, "initrd.img"), filepath.Join(images, "initrd-deaf.img")
-	copyFile(t, g.kernel, kernel)
-	copyFile(t, g.initrd, initrd)
-	copyFile(t, g.deaf, deaf)
+	kernel, initrd, deaf := filepath.Join(images, "vmlinux.img"), filepath.Join(images, "initrd.img"), filepath.Join(images, "initrd-deaf.img")
+	for _, f := range []string{kernel, initrd, deaf} {
+		if !fileExists(f) {
+			t.Fatalf("virt image import made no %s", f)
+		}
+	}
 	manifest := func(name, kernel, initrd string) string {
 		p := filepath.Join(logs, name+".yaml")
 		doc := fmt.Sprintf(`apiVersion: virtcon/v1
