@@ -114,7 +114,9 @@ func (d *Director) followTasks(ctx context.Context, rev int64) {
 				d.log.Warn("director: unreadable task record: ignored", "key", ev.Key, "err", err)
 				continue
 			}
-			d.offer(s, &r)
+			if s.w.fromWatch(ev.Rev, &r) {
+				d.offer(s, &r)
+			}
 		}
 		if ctx.Err() != nil {
 			return
@@ -165,7 +167,7 @@ func (d *Director) sendPending(ctx context.Context, s *liveSession) {
 		return
 	}
 	var recs []*taskRecord
-	err = d.store.List(ctx, preTasks+s.node+"/", func(key string, _ int64, raw []byte) error {
+	rev, err := d.store.ListRev(ctx, preTasks+s.node+"/", func(key string, _ int64, raw []byte) error {
 		var r taskRecord
 		if json.Unmarshal(raw, &r) != nil {
 			return nil
@@ -179,9 +181,13 @@ func (d *Director) sendPending(ctx context.Context, s *liveSession) {
 	})
 	if err != nil {
 		d.log.Warn("director: list the node's tasks: they are sent when the agent registers again", "node", s.node, "err", err)
+		s.w.listed(1) // the watch's events all count then
 		return
 	}
 	for _, r := range recs {
+		d.offer(s, r)
+	}
+	for _, r := range s.w.listed(rev) {
 		d.offer(s, r)
 	}
 }
@@ -195,6 +201,14 @@ type sessionWriter struct {
 	d *Director
 	s *liveSession
 
+	// The tasks/ watch's events are judged against the listing made when
+	// the session registered: one at or before its revision is stale (the
+	// listing saw what came of it: a task ended since is not sent again);
+	// those that come while the listing runs wait for it.
+	lmu      sync.Mutex
+	listRev  int64 // 0 while the listing runs
+	deferred []revRecord
+
 	mu       sync.Mutex
 	statuses map[string]*pendingStatus
 	data     []*directorv1.TaskData
@@ -205,6 +219,39 @@ type sessionWriter struct {
 	lastWrite map[string]time.Time
 	lastPhase map[string]directorv1.TaskPhase
 	invOnce   bool
+}
+
+type revRecord struct {
+	rev int64
+	r   *taskRecord
+}
+
+// fromWatch says whether a watch event of rev is to be offered now; one
+// that came during the listing is kept for listed.
+func (w *sessionWriter) fromWatch(rev int64, r *taskRecord) bool {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	if w.listRev == 0 {
+		w.deferred = append(w.deferred, revRecord{rev, r})
+		return false
+	}
+	return rev > w.listRev
+}
+
+// listed records the listing's revision and returns the events that came
+// meanwhile and are newer than it.
+func (w *sessionWriter) listed(rev int64) []*taskRecord {
+	w.lmu.Lock()
+	defer w.lmu.Unlock()
+	w.listRev = rev
+	var out []*taskRecord
+	for _, e := range w.deferred {
+		if e.rev > rev {
+			out = append(out, e.r)
+		}
+	}
+	w.deferred = nil
+	return out
 }
 
 type pendingStatus struct {
