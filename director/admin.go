@@ -347,6 +347,10 @@ func (d *Director) nodeInfo(n *nodeRecord) *directorv1.NodeInfo {
 	d.mu.Unlock()
 	if ni.Connected {
 		ni.ReplicaId = d.replicaID
+	} else if r := d.remoteHolder(n.ID); r != "" && !n.revoked() {
+		// Held by another replica, which judges it: connected there.
+		ni.Connected, ni.ReplicaId = true, r
+		ni.State = StateReady
 	}
 	ni.TaskKinds = n.TaskKinds
 	return ni

@@ -503,12 +503,8 @@ func (a *adminService) ResyncNode(ctx context.Context, req *connect.Request[dire
 	return connect.NewResponse(&directorv1.ResyncNodeResponse{Nodes: ids}), nil
 }
 
-// ListReplicas lists the director replicas. Until replicas register in
-// the store (HA), that is this one.
+// ListReplicas lists the live director replicas (replicas/), this one
+// first (see replicaInfos).
 func (a *adminService) ListReplicas(ctx context.Context, _ *connect.Request[directorv1.ListReplicasRequest]) (*connect.Response[directorv1.ListReplicasResponse], error) {
-	d := a.d
-	return connect.NewResponse(&directorv1.ListReplicasResponse{Replicas: []*directorv1.ReplicaInfo{{
-		Id: d.replicaID, Advertise: d.advertise, Version: d.version, StartedAtUnixMs: ms(d.startedAt),
-		Leader: true, Sessions: uint32(d.Stats().Sessions),
-	}}}), nil
+	return connect.NewResponse(&directorv1.ListReplicasResponse{Replicas: a.d.replicaInfos(ctx)}), nil
 }

@@ -187,6 +187,8 @@ type Director struct {
 	invMu sync.Mutex
 	inv   map[string]*nodeInventory // held nodes' inventories
 
+	ha haState // replicas, sessions' holders, leadership (ha.go)
+
 	enrollAttempts, enrollOK atomic.Int64
 	enrollFails              failLimiter // failed enrolments per source
 
@@ -259,6 +261,9 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 		return nil, err
 	}
 	if err := d.startTasks(ctx); err != nil {
+		return nil, err
+	}
+	if err := d.startHA(ctx); err != nil {
 		return nil, err
 	}
 	d.wg.Add(2)
@@ -451,6 +456,7 @@ func (d *Director) Close() error {
 			d.cancel()
 		}
 		d.wg.Wait()
+		d.stopHA() // after the sessions' Goodbye: their keys go with the lease
 		var errs []error
 		if d.ln != nil {
 			if err := d.ln.Close(); err != nil && !errors.Is(err, net.ErrClosed) {

@@ -146,6 +146,7 @@ func (e *enrollService) Enroll(ctx context.Context, req *connect.Request[directo
 		d.log.Info("node enrolled", "node", nodeID, "token", id, "serial", serial, "host", hostname, "peer", source)
 		return connect.NewResponse(&directorv1.EnrollResponse{
 			NodeId: nodeID, CertDer: der, CaChainDer: d.ca.Chain(), CertNotAfterUnixMs: ms(notAfter),
+			Directors: d.directorAddrs(),
 		}), nil
 	}
 	return nil, connect.NewError(connect.CodeAborted, fmt.Errorf("token %s: kept changing while enrolling", id))
@@ -160,6 +161,7 @@ func (d *Director) retryEnroll(ctx context.Context, u *tokenUse) (*connect.Respo
 	}
 	return connect.NewResponse(&directorv1.EnrollResponse{
 		NodeId: c.NodeID, CertDer: c.DER, CaChainDer: d.ca.Chain(), CertNotAfterUnixMs: c.NotAfter,
+		Directors: d.directorAddrs(),
 	}), nil
 }
 

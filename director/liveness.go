@@ -140,14 +140,40 @@ func (t *tracker) changedAt(l *liveness, state string) time.Time {
 	return l.seen
 }
 
+// hand records that another replica holds the node's session (or held
+// it until it was last seen at seen): Ready from then, without a
+// transition to write (the holder writes its own).
+func (t *tracker) hand(node string, seen time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	l, ok := t.nodes[node]
+	if !ok {
+		return
+	}
+	if seen.After(l.seen) || l.state != StateReady {
+		l.seen = seen
+	}
+	l.heard = true
+	if l.state != StateReady {
+		l.state, l.since = StateReady, seen
+	}
+}
+
 // sweep finds the transitions since the last sweep, in node order. A node
 // silent long enough goes straight from Ready to Offline.
-func (t *tracker) sweep() []transition {
+func (t *tracker) sweep() []transition { return t.sweepOwned(nil) }
+
+// sweepOwned is sweep over the nodes judge says this replica judges
+// (all when judge is nil); the others keep their state.
+func (t *tracker) sweepOwned(judge func(node string) bool) []transition {
 	now := t.now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []transition
 	for node, l := range t.nodes {
+		if judge != nil && !judge(node) {
+			continue
+		}
 		s := t.stateAt(l.seen, now)
 		if s == l.state {
 			continue
@@ -172,7 +198,10 @@ func (d *Director) sweepLoop(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		for _, tr := range d.live.sweep() {
+		// Only the nodes this replica judges: those it holds, and the
+		// free ones when it leads (see judge).
+		d.retryTransitions(ctx)
+		for _, tr := range d.live.sweepOwned(d.judge()) {
 			d.recordTransition(ctx, tr)
 		}
 		d.cutExpired()
@@ -186,9 +215,14 @@ func (d *Director) recordTransition(ctx context.Context, tr transition) {
 	d.log.Info("node state", "node", tr.Node, "from", tr.From, "to", tr.To,
 		"lastSeen", tr.LastSeen.UTC().Format(time.RFC3339))
 	rec := nodeStateRecord{V: recordVersion, State: tr.To, Since: ms(tr.Since), LastSeen: ms(tr.LastSeen)}
-	if err := d.store.Put(ctx, preNodeState+tr.Node, rec, 0); err != nil && ctx.Err() == nil {
-		d.log.Warn("director: write node state", "node", tr.Node, "err", err)
+	if err := d.store.Put(ctx, preNodeState+tr.Node, rec, 0); err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("director: write node state: retried at the next sweep", "node", tr.Node, "err", err)
+			d.transitionFailed(tr)
+		}
+		return
 	}
+	d.transitionWritten(tr.Node)
 }
 
 // cutExpired ends the sessions whose certificate has expired by the

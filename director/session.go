@@ -91,6 +91,12 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 	s := &liveSession{node: p.NodeID, serial: p.Serial, notAfter: p.NotAfter, addr: p.Addr,
 		opened: d.now(), ended: make(chan struct{}), out: make(chan *directorv1.SessionResponse, outQueue),
 		sent: map[string]bool{}, cancelSent: map[string]bool{}}
+	// sessions/<node> names this replica from now on: tasks written
+	// through any replica come here, another replica holding the node
+	// ends its stream, and only this one judges the node's liveness.
+	if err := d.claimSession(ctx, s); err != nil {
+		return connect.NewError(connect.CodeUnavailable, err)
+	}
 	s.w = newSessionWriter(d, s)
 	// The writer outlives the handler long enough to store what the agent
 	// sent last (a terminal status just before it left).
@@ -123,6 +129,7 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 			delete(d.sessions, p.NodeID)
 		}
 		d.mu.Unlock()
+		d.releaseSession(s)
 	}()
 	if tr := d.live.seen(p.NodeID); tr != nil {
 		d.recordTransition(ctx, *tr)
@@ -136,7 +143,7 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 		ReportIntervalMs:    d.opts.ReportInterval.Milliseconds(),
 		DirectorVersion:     d.version,
 		ReplicaId:           d.replicaID,
-		Directors:           []string{d.advertise},
+		Directors:           d.directorAddrs(),
 	}}}); err != nil {
 		d.closeSession(p, "send failed")
 		return nil
@@ -251,8 +258,14 @@ func (a *agentService) Session(ctx context.Context, stream *connect.BidiStream[d
 		d.closeSession(p, s.reason)
 		return connect.NewError(connect.CodeUnauthenticated, s.why)
 	case <-d.stopping:
+		// With another replica live the agent goes there at once;
+		// alone, this one is back in a while (a restart).
+		after := int64(1000)
+		if d.otherReplicas() {
+			after = 0
+		}
 		_ = send(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Goodbye{Goodbye: &directorv1.Goodbye{
-			Reason: "director shutting down", ReconnectAfterMs: 1000}}})
+			Reason: "director shutting down", ReconnectAfterMs: after}}})
 		d.closeSession(p, "director shutting down")
 		return nil
 	case <-ctx.Done():

@@ -110,8 +110,15 @@ func (t *Txn) Delete(key string) *Txn {
 // Commit applies the transaction. ok is false when a condition did not
 // hold: nothing was written then.
 func (t *Txn) Commit(ctx context.Context) (ok bool, err error) {
+	ok, _, err = t.CommitRev(ctx)
+	return ok, err
+}
+
+// CommitRev is Commit that also returns the store's revision after the
+// transaction: the ModRevision of every key it put when ok.
+func (t *Txn) CommitRev(ctx context.Context) (ok bool, rev int64, err error) {
 	if t.err != nil {
-		return false, t.err
+		return false, 0, t.err
 	}
 	ctx, done := t.s.request(ctx) // one bound for the grants and the txn
 	for attempt := 0; ; attempt++ {
@@ -127,7 +134,7 @@ func (t *Txn) Commit(ctx context.Context) (ok bool, err error) {
 				id, ok := leases[op.ttl]
 				if !ok {
 					if id, err = t.s.lease(ctx, op.ttl); err != nil {
-						return false, fmt.Errorf("etcdstore: txn: %w", done(err))
+						return false, 0, fmt.Errorf("etcdstore: txn: %w", done(err))
 					}
 					leases[op.ttl] = id
 				}
@@ -145,12 +152,12 @@ func (t *Txn) Commit(ctx context.Context) (ok bool, err error) {
 		}
 		if errors.Is(err, rpctypes.ErrLeaseNotFound) && t.ownLeases() {
 			done(nil)
-			return false, fmt.Errorf("etcdstore: txn: %w", ErrLeaseGone)
+			return false, 0, fmt.Errorf("etcdstore: txn: %w", ErrLeaseGone)
 		}
 		if err := done(err); err != nil {
-			return false, fmt.Errorf("etcdstore: txn: %w", err)
+			return false, 0, fmt.Errorf("etcdstore: txn: %w", err)
 		}
-		return resp.Succeeded, nil
+		return resp.Succeeded, resp.Header.Revision, nil
 	}
 }
 
