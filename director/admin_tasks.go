@@ -304,7 +304,27 @@ func (a *adminService) WatchTask(ctx context.Context, req *connect.Request[direc
 	if err != nil {
 		return err
 	}
-	// The task at rev, then every change of its two records after it.
+	type change struct {
+		key string
+		raw []byte
+	}
+	changes := make(chan change, 64)
+	for _, k := range []string{taskKey(node, id), taskStatusKey(node, id)} {
+		go func(k string) {
+			for ev := range d.store.Watch(ctx, k, rev+1) {
+				if ev.Key != k || ev.Status() || ev.Deleted {
+					continue
+				}
+				select {
+				case changes <- change{k, ev.Raw}:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}(k)
+	}
+	// The task at rev, then every change of its two records after it
+	// (the watches start first: their setup overlaps the reads).
 	var r taskRecord
 	var st *taskStatusRecord
 	for _, k := range []string{taskKey(node, id), taskStatusKey(node, id)} {
@@ -327,25 +347,6 @@ func (a *adminService) WatchTask(ctx context.Context, req *connect.Request[direc
 	}
 	if r.ID == "" {
 		return connect.NewError(connect.CodeNotFound, fmt.Errorf("task %s: no such task", id))
-	}
-	type change struct {
-		key string
-		raw []byte
-	}
-	changes := make(chan change, 64)
-	for _, k := range []string{taskKey(node, id), taskStatusKey(node, id)} {
-		go func(k string) {
-			for ev := range d.store.Watch(ctx, k, rev+1) {
-				if ev.Key != k || ev.Status() || ev.Deleted {
-					continue
-				}
-				select {
-				case changes <- change{k, ev.Raw}:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}(k)
 	}
 	var last *directorv1.TaskInfo
 	for {
