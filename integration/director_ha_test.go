@@ -5,6 +5,7 @@ package integration
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"net/http"
@@ -250,6 +251,31 @@ func TestIntegrationDirectorHA(t *testing.T) {
 	}
 	t.Logf("replicas: %v; %d agents on ra", reps.Msg.GetReplicas(), onA)
 
+	// And one real agent (virt agent run), enrolled through A's join
+	// string: it learns B's address from A.
+	root := vmRoot(t)
+	realNode := resyncEnrol(t, vd, dataA, root)
+	startChild(t, "virt agent run", filepath.Join(tmp, "agent.log"), virtBin, "--root", root, "agent", "run")
+	realVia := func() string {
+		r := run(t, nil, vd, "--data", dataB, "node", "show", realNode, "-o", "json")
+		var n struct {
+			Connected bool   `json:"connected"`
+			ReplicaID string `json:"replicaId"`
+		}
+		if r.code != 0 || json.Unmarshal([]byte(r.stdout), &n) != nil || !n.Connected {
+			return ""
+		}
+		return n.ReplicaID
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for realVia() == "" {
+		if time.Now().After(deadline) {
+			t.Fatal("the real agent was not connected within 30 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	realOnA := realVia() == "ra"
+
 	// 1. kill -9 replica A.
 	var victim *haAgent
 	for _, a := range as {
@@ -276,7 +302,18 @@ func TestIntegrationDirectorHA(t *testing.T) {
 	if len(moved) < onA || p99 >= 15*time.Second {
 		t.Errorf("failover: %d agents moved (want %d), p99 %s (want < 15 s)", len(moved), onA, p99)
 	}
-	deadline := time.Now().Add(15 * time.Second)
+	if realOnA {
+		for realVia() != "rb" {
+			if time.Since(killed) > 15*time.Second {
+				t.Fatal("the real agent was not on rb 15 s after ra was killed")
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Logf("the real agent (virt agent run) on rb %s after the kill", time.Since(killed).Round(10*time.Millisecond))
+	} else {
+		t.Logf("the real agent was on %s already: not moved by the kill", realVia())
+	}
+	deadline = time.Now().Add(15 * time.Second)
 	for {
 		out := vdir(t, vd, dataB, "task", "show", taskID, "-o", "json")
 		if strings.Contains(out, `"SUCCEEDED"`) || strings.Contains(out, `"Succeeded"`) {
