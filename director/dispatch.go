@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -154,31 +155,28 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // sendPending offers a newly registered session every task of its node
 // that is not terminal: those written while no replica held the node.
 func (d *Director) sendPending(ctx context.Context, s *liveSession) {
-	phases := map[string]directorv1.TaskPhase{}
-	err := d.store.List(ctx, preTaskStatus+s.node+"/", func(key string, _ int64, raw []byte) error {
-		var st taskStatusRecord
-		if json.Unmarshal(raw, &st) == nil {
-			phases[key[strings.LastIndexByte(key, '/')+1:]] = st.phase()
-		}
-		return nil
-	})
-	if err != nil {
-		d.log.Warn("director: list the node's tasks: they are sent when the agent registers again", "node", s.node, "err", err)
-		return
-	}
+	// Tasks first: the watch's events up to this listing's revision are
+	// in it. Their statuses, read after, are at least as new (a task's
+	// status is written with it; one missing counts as pending).
 	var recs []*taskRecord
 	rev, err := d.store.ListRev(ctx, preTasks+s.node+"/", func(key string, _ int64, raw []byte) error {
 		var r taskRecord
-		if json.Unmarshal(raw, &r) != nil {
-			return nil
+		if json.Unmarshal(raw, &r) == nil && !r.Ended {
+			recs = append(recs, &r)
 		}
-		p, ok := phases[r.ID]
-		if r.Ended || !ok || terminal(p) {
-			return nil
-		}
-		recs = append(recs, &r)
 		return nil
 	})
+	if err == nil && len(recs) > 0 {
+		phases := map[string]directorv1.TaskPhase{}
+		err = d.store.List(ctx, preTaskStatus+s.node+"/", func(key string, _ int64, raw []byte) error {
+			var st taskStatusRecord
+			if json.Unmarshal(raw, &st) == nil {
+				phases[key[strings.LastIndexByte(key, '/')+1:]] = st.phase()
+			}
+			return nil
+		})
+		recs = slices.DeleteFunc(recs, func(r *taskRecord) bool { return terminal(phases[r.ID]) })
+	}
 	if err != nil {
 		d.log.Warn("director: list the node's tasks: they are sent when the agent registers again", "node", s.node, "err", err)
 		s.w.listed(1) // the watch's events all count then

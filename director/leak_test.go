@@ -124,6 +124,11 @@ func TestNoUserDataAfterCreateVM(t *testing.T) {
 	secret := "ud-" + uuid.NewString()
 	manifest := "apiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata:\n  name: web\nspec:\n  cloudInit:\n    userData: |\n      #cloud-config\n      password: " + secret + "\n"
 	a := newTaskAgent(t, h, allKinds...)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log("the director's log:\n" + logs.String())
+		}
+	})
 	task := &directorv1.Task{Id: uuid.NewString(), Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: []byte(manifest)}}}
 	ti := createTask(t, h, a.node, task)
 	if got := a.next().GetTask().GetCreateVm().GetManifest(); string(got) != manifest {
