@@ -225,6 +225,7 @@ func Open(ctx context.Context, opts Options) (_ *Director, err error) {
 		inv:          map[string]*nodeInventory{},
 	}
 	d.live = newTracker(opts.Now, opts.DegradedAfter, opts.OfflineAfter)
+	d.haInit()
 	d.bg, d.cancel = context.WithCancel(context.Background())
 	defer func() {
 		if err != nil {

@@ -81,11 +81,14 @@ type haState struct {
 	owners     map[string]sessionOwner  // node → sessions/ key (any replica)
 	claims     map[string]sessionClaim  // node → this replica's key
 	leader     bool
+	leaderCh   chan struct{} // closed at every change of leader (then replaced)
 	dirty      map[string]transition // liveness writes that failed: retried
 	dirsChange chan struct{}         // the replica set changed (cap 1)
 }
 
+// haInit makes the HA state's maps (Open, before anything runs).
 func (d *Director) haInit() {
+	d.ha.leaderCh = make(chan struct{})
 	d.ha.replicas = map[string]replicaRecord{}
 	d.ha.owners = map[string]sessionOwner{}
 	d.ha.claims = map[string]sessionClaim{}
@@ -97,7 +100,6 @@ func (d *Director) haInit() {
 // and sessions/ and starts their watches, the lease keeper, the election
 // and the Directors push.
 func (d *Director) startHA(ctx context.Context) error {
-	d.haInit()
 	if err := d.grantReplica(ctx); err != nil {
 		return err
 	}
@@ -588,8 +590,45 @@ func (d *Director) campaignLoop(ctx context.Context) {
 
 func (d *Director) setLeader(v bool) {
 	d.ha.mu.Lock()
+	defer d.ha.mu.Unlock()
+	if d.ha.leader == v {
+		return
+	}
 	d.ha.leader = v
-	d.ha.mu.Unlock()
+	close(d.ha.leaderCh)
+	d.ha.leaderCh = make(chan struct{})
+}
+
+// whileLeader runs f each time this replica becomes the leader, with a
+// ctx that ends when the leadership does (or ctx), until ctx ends: the
+// singleton loops (the task sweeper) run on one replica at a time.
+func (d *Director) whileLeader(ctx context.Context, f func(context.Context)) {
+	for ctx.Err() == nil {
+		d.ha.mu.Lock()
+		leader, changed := d.ha.leader, d.ha.leaderCh
+		d.ha.mu.Unlock()
+		if !leader {
+			select {
+			case <-ctx.Done():
+			case <-changed:
+			}
+			continue
+		}
+		lctx, cancel := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-changed:
+				cancel()
+			case <-lctx.Done():
+			}
+		}()
+		f(lctx)
+		cancel()
+		select { // f may have returned early: wait for the next change
+		case <-ctx.Done():
+		case <-changed:
+		}
+	}
 }
 
 // isLeader says whether this replica leads the singletons now.

@@ -73,7 +73,7 @@ func (d *Director) startTasks(ctx context.Context) error {
 	}()
 	go func() {
 		defer d.wg.Done()
-		d.taskSweepLoop(d.bg)
+		d.whileLeader(d.bg, d.taskSweepLoop) // a singleton: the leader's
 	}()
 	return nil
 }
