@@ -81,7 +81,7 @@ type haState struct {
 	owners     map[string]sessionOwner  // node → sessions/ key (any replica)
 	claims     map[string]sessionClaim  // node → this replica's key
 	leader     bool
-	leaderCh   chan struct{} // closed at every change of leader (then replaced)
+	leaderCh   chan struct{}         // closed at every change of leader (then replaced)
 	dirty      map[string]transition // liveness writes that failed: retried
 	dirsChange chan struct{}         // the replica set changed (cap 1)
 }
