@@ -16,6 +16,7 @@ import (
 	"github.com/virtcon/virtcon/api/directorv1"
 	"github.com/virtcon/virtcon/director"
 	"github.com/virtcon/virtcon/director/directortest"
+	"github.com/virtcon/virtcon/director/etcdstore"
 	"github.com/virtcon/virtcon/enroll"
 )
 
@@ -355,4 +356,42 @@ func TestHALeaseLostRegranted(t *testing.T) {
 	if err := s.heartbeat(7); err != nil {
 		t.Fatalf("the session after the lease loss: %v", err)
 	}
+}
+
+// A liveness transition whose write fails (etcd away) is written once
+// etcd is back: the tracker has moved on, so before, it was lost for good
+// and the store said Ready for a node long Offline.
+func TestHALivenessWriteRetried(t *testing.T) {
+	dir := t.TempDir()
+	member, err := etcdstore.Open(t.Context(), etcdstore.Options{DataDir: dir, UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { member.Close() }) // after the director's Stop
+	h := directortest.Start(t, fastSweep, func(o *director.Options) {
+		o.Etcd.Endpoints = []string{member.Endpoint()}
+		o.Etcd.RequestTimeout = 500 * time.Millisecond
+	})
+	e := enrolled(t, h) // no session: a free node, the leader's to judge
+	waitFor(t, "leading", 5*time.Second, func() bool {
+		resp, err := h.Admin.ListReplicas(context.Background(), connect.NewRequest(&directorv1.ListReplicasRequest{}))
+		return err == nil && len(resp.Msg.GetReplicas()) == 1 && resp.Msg.GetReplicas()[0].GetLeader()
+	})
+	if err := member.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h.Clock.Advance(director.DefaultOfflineAfter + time.Second)
+	time.Sleep(1500 * time.Millisecond) // sweeps whose write fails
+	if member, err = etcdstore.Open(t.Context(), etcdstore.Options{DataDir: dir, UnsafeNoFsync: true}); err != nil {
+		t.Fatal(err)
+	}
+	st := h.Store(t)
+	defer st.Close()
+	waitFor(t, "nodestate Offline written after etcd came back", 20*time.Second, func() bool {
+		var rec struct {
+			State string `json:"state"`
+		}
+		_, err := st.Get(context.Background(), "nodestate/"+e.NodeID, &rec)
+		return err == nil && rec.State == director.StateOffline
+	})
 }
