@@ -348,9 +348,14 @@ func (d *Director) nodeInfo(n *nodeRecord) *directorv1.NodeInfo {
 	if ni.Connected {
 		ni.ReplicaId = d.replicaID
 	} else if r := d.remoteHolder(n.ID); r != "" && !n.revoked() {
-		// Held by another replica, which judges it: connected there.
+		// Held by another replica, which judges it: connected there,
+		// in the state it wrote.
+		st := d.remoteState(n.ID)
 		ni.Connected, ni.ReplicaId = true, r
-		ni.State = StateReady
+		ni.State, ni.StateSinceUnixMs = st.State, st.Since
+		if st.LastSeen > ni.LastSeenUnixMs {
+			ni.LastSeenUnixMs = st.LastSeen
+		}
 	}
 	ni.TaskKinds = n.TaskKinds
 	return ni

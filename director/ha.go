@@ -81,9 +81,10 @@ type haState struct {
 	owners     map[string]sessionOwner  // node → sessions/ key (any replica)
 	claims     map[string]sessionClaim  // node → this replica's key
 	leader     bool
-	leaderCh   chan struct{}         // closed at every change of leader (then replaced)
-	dirty      map[string]transition // liveness writes that failed: retried
-	dirsChange chan struct{}         // the replica set changed (cap 1)
+	leaderCh   chan struct{}              // closed at every change of leader (then replaced)
+	states     map[string]nodeStateRecord // nodestate/: remote nodes' state as their holder wrote it
+	dirty      map[string]transition      // liveness writes that failed: retried
+	dirsChange chan struct{}              // the replica set changed (cap 1)
 }
 
 // haInit makes the HA state's maps (Open, before anything runs).
@@ -93,6 +94,7 @@ func (d *Director) haInit() {
 	d.ha.owners = map[string]sessionOwner{}
 	d.ha.claims = map[string]sessionClaim{}
 	d.ha.dirty = map[string]transition{}
+	d.ha.states = map[string]nodeStateRecord{}
 	d.ha.dirsChange = make(chan struct{}, 1)
 }
 
@@ -111,8 +113,13 @@ func (d *Director) startHA(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	nrev, err := d.listNodeStates(ctx)
+	if err != nil {
+		return err
+	}
 	loops := []func(context.Context){
 		func(ctx context.Context) { d.followReplicas(ctx, rrev) },
+		func(ctx context.Context) { d.followNodeStates(ctx, nrev) },
 		func(ctx context.Context) { d.followSessions(ctx, srev) },
 		d.leaseLoop,
 		d.campaignLoop,
@@ -232,7 +239,16 @@ func (d *Director) claimSession(ctx context.Context, s *liveSession) error {
 	}
 	d.ha.mu.Lock()
 	d.ha.claims[s.node] = sessionClaim{s: s, rev: rev, lease: id}
+	st, had := d.ha.states[s.node]
 	d.ha.mu.Unlock()
+	if had && st.State != StateReady {
+		// Written by the leader while the node was free (or by its
+		// last holder): this replica's tracker may think it Ready
+		// already and write no transition, while the others show
+		// what the store says.
+		now := d.now()
+		d.recordTransition(ctx, transition{Node: s.node, From: st.State, To: StateReady, Since: now, LastSeen: now})
+	}
 	return nil
 }
 
@@ -636,6 +652,69 @@ func (d *Director) isLeader() bool {
 	d.ha.mu.Lock()
 	defer d.ha.mu.Unlock()
 	return d.ha.leader
+}
+
+// listNodeStates loads nodestate/ into memory.
+func (d *Director) listNodeStates(ctx context.Context) (int64, error) {
+	states := map[string]nodeStateRecord{}
+	rev, err := d.store.ListRev(ctx, preNodeState, func(key string, _ int64, raw []byte) error {
+		var r nodeStateRecord
+		if json.Unmarshal(raw, &r) == nil {
+			states[strings.TrimPrefix(key, preNodeState)] = r
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("director: load node states: %w", err)
+	}
+	d.ha.mu.Lock()
+	d.ha.states = states
+	d.ha.mu.Unlock()
+	return rev, nil
+}
+
+// followNodeStates keeps nodestate/ in memory: a node another replica
+// holds shows the state its holder judged.
+func (d *Director) followNodeStates(ctx context.Context, rev int64) {
+	for ctx.Err() == nil {
+		for ev := range d.store.Watch(ctx, preNodeState, rev+1) {
+			if ev.Status() {
+				continue
+			}
+			rev = ev.Rev
+			node := strings.TrimPrefix(ev.Key, preNodeState)
+			var r nodeStateRecord
+			d.ha.mu.Lock()
+			if ev.Deleted {
+				delete(d.ha.states, node)
+			} else if json.Unmarshal(ev.Raw, &r) == nil {
+				d.ha.states[node] = r
+			}
+			d.ha.mu.Unlock()
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		for ctx.Err() == nil {
+			var err error
+			if rev, err = d.listNodeStates(ctx); err == nil {
+				break
+			}
+			d.log.Error("director: list node states", "err", err)
+			sleepCtx(ctx, time.Second)
+		}
+	}
+}
+
+// remoteState is the state the holder of a node held elsewhere wrote
+// (Ready when it wrote none).
+func (d *Director) remoteState(node string) nodeStateRecord {
+	d.ha.mu.Lock()
+	defer d.ha.mu.Unlock()
+	if r, ok := d.ha.states[node]; ok && r.State != "" {
+		return r
+	}
+	return nodeStateRecord{State: StateReady}
 }
 
 // remoteHolder is the replica holding node's session when it is another

@@ -182,6 +182,16 @@ func TestHAHeldElsewhereStaysReady(t *testing.T) {
 			t.Errorf("replica %s: node %s, want Ready", h.D.ReplicaID(), got)
 		}
 	}
+	// Silent on A: A judges it Degraded, and B shows what A wrote.
+	a.Clock.Advance(director.DefaultDegradedAfter + time.Second)
+	waitFor(t, "B shows the node Degraded as A judged it", 5*time.Second, func() bool {
+		ni := b.Node(t, e.NodeID).GetNode()
+		return ni.GetState() == director.StateDegraded && ni.GetConnected()
+	})
+	if err := s.heartbeat(100); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "B shows it Ready again", 5*time.Second, func() bool { return b.Node(t, e.NodeID).GetNode().GetState() == director.StateReady })
 
 	// Free: whoever leads judges it.
 	s.stream.CloseRequest()
@@ -189,6 +199,21 @@ func TestHAHeldElsewhereStaysReady(t *testing.T) {
 	waitFor(t, "sessions key gone", 5*time.Second, func() bool { v, _ := sessionKey(t, a, e.NodeID); return v == nil })
 	a.Clock.Advance(director.DefaultOfflineAfter + time.Second)
 	waitFor(t, "the free node written Offline", 5*time.Second, func() bool { return nodeState() == director.StateOffline })
+
+	// Back on either replica: Ready in the store and on both, whichever
+	// one wrote it Offline.
+	for _, h := range []*directortest.Harness{a, b} {
+		s := haConnect(t, h, e)
+		waitFor(t, "Ready again on "+h.D.ReplicaID(), 5*time.Second, func() bool {
+			return nodeState() == director.StateReady && a.Node(t, e.NodeID).GetNode().GetState() == director.StateReady &&
+				b.Node(t, e.NodeID).GetNode().GetState() == director.StateReady
+		})
+		s.stream.CloseRequest()
+		s.cancel()
+		waitFor(t, "sessions key gone", 5*time.Second, func() bool { v, _ := sessionKey(t, a, e.NodeID); return v == nil })
+		a.Clock.Advance(director.DefaultOfflineAfter + time.Second)
+		waitFor(t, "Offline again", 5*time.Second, func() bool { return nodeState() == director.StateOffline })
+	}
 }
 
 // A node that registers on B while A holds its session moves: B's key
