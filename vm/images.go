@@ -10,6 +10,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -350,12 +351,13 @@ func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, prog
 		errs = append(errs, fieldErr("sha256", wantSHA, "must be 64 hex digits"))
 	}
 	var req *http.Request
+	shown := redactURL(url) // errors travel: task failures, the director's store
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
-		errs = append(errs, fieldErr("url", url, "must be an http:// or https:// URL"))
+		errs = append(errs, fieldErr("url", shown, "must be an http:// or https:// URL"))
 	} else {
 		var err error
 		if req, err = http.NewRequestWithContext(ctx, http.MethodGet, url, nil); err != nil {
-			errs = append(errs, fieldErr("url", url, err.Error()))
+			errs = append(errs, fieldErr("url", shown, "not a valid URL"))
 		}
 	}
 	if len(errs) > 0 {
@@ -364,19 +366,43 @@ func (m *Manager) PullImage(ctx context.Context, url, name, wantSHA string, prog
 	return m.addImage(ctx, name, url, wantSHA, func(w *imageWriter) error {
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return fmt.Errorf("download %s: %w", url, err)
+			// *url.Error repeats the URL, query and all
+			var ue *neturl.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return fmt.Errorf("download %s: %w", shown, err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("download %s: HTTP %s", url, resp.Status)
+			return fmt.Errorf("download %s: HTTP %s", shown, resp.Status)
 		}
 		r := &progressReader{r: &ctxReader{ctx: ctx, r: resp.Body}, p: Progress{Image: name, Total: resp.ContentLength}, report: progress}
 		if _, err := io.Copy(w, r); err != nil {
-			return fmt.Errorf("download %s: %w", url, err)
+			return fmt.Errorf("download %s: %w", shown, err)
 		}
 		r.done()
 		return nil
 	})
+}
+
+// redactURL is raw as errors may show it: its user info masked and its
+// query (presigned URLs carry their signature there) left out. A pull's
+// URL comes from the director too, and its errors end in task failures
+// that the director stores and shows.
+func redactURL(raw string) string {
+	u, err := neturl.Parse(raw)
+	if err != nil {
+		return "(an unparsable URL)"
+	}
+	if u.User != nil {
+		u.User = neturl.User("xxxxx") // a token may be the user name
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "", false
+		return u.String() + "?(query not shown)"
+	}
+	return u.String()
 }
 
 // Progress is how far a pull has come: Bytes so far of Total (-1 while

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -217,5 +218,49 @@ func TestImportImage(t *testing.T) {
 	}
 	if _, err := m.image("overlay"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("refused image: got %v; want ErrNotFound", err)
+	}
+}
+
+// TestPullImageErrorsHideCredentials: a pull's URL may carry credentials
+// (user info, a presigned query); its errors reach a director's task
+// failures and store, so they never show them.
+func TestPullImageErrorsHideCredentials(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.NotFoundHandler())
+	t.Cleanup(srv.Close)
+	dead := httptest.NewServer(http.NotFoundHandler())
+	deadURL := dead.URL
+	dead.Close()
+	m, _, _ := newTestManager(t)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	cases := []struct{ name, url, want string }{
+		{"http-404", "http://alice:s3cret@" + host + "/x.img?X-Sig=t0ken", "HTTP 404"},
+		{"token-user", "http://t0ken@" + host + "/x.img", "HTTP 404"},
+		{"refused", strings.Replace(deadURL, "http://", "http://alice:s3cret@", 1) + "/x.img?sig=t0ken", "download"},
+		{"bad-scheme", "ftp://alice:s3cret@" + host + "/x.img?sig=t0ken", "http:// or https://"},
+		{"unparsable", "http://alice:s3cret@" + host + "/x.img?sig=t0ken\x7f", "url"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := m.PullImage(context.Background(), c.url, "img-"+c.name, "", nil)
+			if err == nil {
+				t.Fatal("got nil; want an error")
+			}
+			msg := err.Error()
+			if strings.Contains(msg, "s3cret") || strings.Contains(msg, "t0ken") {
+				t.Errorf("error shows a credential: %q", msg)
+			}
+			if !strings.Contains(msg, c.want) {
+				t.Errorf("got %q; want it to contain %q", msg, c.want)
+			}
+			var ie *ImageError
+			if errors.As(err, &ie) {
+				for _, fe := range ie.Errs {
+					if v := fmt.Sprint(fe.Value); strings.Contains(v, "s3cret") || strings.Contains(v, "t0ken") {
+						t.Errorf("field %s value shows a credential: %q", fe.Field, v)
+					}
+				}
+			}
+		})
 	}
 }
