@@ -147,6 +147,16 @@ type Options struct {
 	TaskDelay time.Duration
 	// VMs is the size of the synthetic inventory sent for each Resync.
 	VMs int
+	// Addrs, when set, are several director replicas: agent i opens its
+	// first session to Addrs[i%len(Addrs)] and, after a session ends,
+	// waits about a second (0.8 to 1.2 s, the real agent's minimum
+	// backoff) and dials the next one, as the agent rotates through the
+	// directors it was given. The addr argument is then ignored.
+	Addrs []string
+	// OnRegistered, when set, is called (from the agent's goroutine) each
+	// time agent i (its index in ids) gets Registered, with the replica id
+	// the director gave.
+	OnRegistered func(i int, replicaID string)
 }
 
 // Sessions holds one Session stream per identity against the director at
@@ -165,12 +175,17 @@ func SessionsWith(ctx context.Context, addr, serverName string, ids []Identity, 
 		journal := &taskJournal{m: map[string]*directorv1.TaskStatus{}} // across this agent's sessions
 		go func() {
 			defer wg.Done()
-			for ctx.Err() == nil {
-				if err := session(ctx, addr, serverName, ids[i], opts, journal, st); err != nil && ctx.Err() == nil {
+			for k := i; ctx.Err() == nil; k++ {
+				to, wait := addr, time.Second
+				if len(opts.Addrs) > 0 {
+					to = opts.Addrs[k%len(opts.Addrs)]
+					wait = time.Duration(float64(time.Second) * (0.8 + 0.4*rand.Float64()))
+				}
+				if err := session(ctx, to, serverName, i, ids[i], opts, journal, st); err != nil && ctx.Err() == nil {
 					st.Errors.Add(1)
 					select {
 					case <-ctx.Done():
-					case <-time.After(time.Second):
+					case <-time.After(wait):
 					}
 				}
 			}
@@ -179,7 +194,7 @@ func SessionsWith(ctx context.Context, addr, serverName string, ids []Identity, 
 	wg.Wait()
 }
 
-func session(ctx context.Context, addr, serverName string, id Identity, opts Options, journal *taskJournal, st *Stats) error {
+func session(ctx context.Context, addr, serverName string, idx int, id Identity, opts Options, journal *taskJournal, st *Stats) error {
 	period := opts.Period
 	tr := transport(&tls.Config{
 		MinVersion:   tls.VersionTLS13,
@@ -208,6 +223,9 @@ func session(ctx context.Context, addr, serverName string, id Identity, opts Opt
 		return errors.New("first answer is not Registered")
 	}
 	st.Registered.Add(1)
+	if opts.OnRegistered != nil {
+		opts.OnRegistered(idx, first.GetRegistered().GetReplicaId())
+	}
 	recvErr := make(chan error, 1)
 	var sendMu sync.Mutex
 	send := func(m *directorv1.SessionRequest) {

@@ -2,6 +2,8 @@ package loadgen_test
 
 import (
 	"context"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -131,4 +133,55 @@ func TestSmokeDispatch(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Errorf("ListVMs count did not reach %d", n*vms)
+}
+
+// Addrs rotation: with the first address dead (nothing listens), the
+// agents that start there move on to the next one, as the agent rotates
+// through its directors, and OnRegistered names each agent once it is on.
+func TestSmokeAddrsRotation(t *testing.T) {
+	const n = 10
+	h := directortest.Start(t)
+	joins := make([]enroll.Join, n)
+	for i := range joins {
+		joins[i] = h.Token(t, &directorv1.CreateTokenRequest{MaxUses: 1})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ids, err := loadgen.Enrol(ctx, joins, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	var mu sync.Mutex
+	on := map[int]bool{}
+	var st loadgen.Stats
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		loadgen.SessionsWith(sctx, "", "127.0.0.1", ids, loadgen.Options{Period: time.Second, Addrs: []string{dead, h.Addr},
+			OnRegistered: func(i int, _ string) { mu.Lock(); on[i] = true; mu.Unlock() }}, &st)
+		close(done)
+	}()
+	defer func() { stop(); <-done }()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		mu.Lock()
+		got := len(on)
+		mu.Unlock()
+		if got == n {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d agents registered through the rotation", got, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if e := st.Errors.Load(); e < n/2 {
+		t.Errorf("%d failed sessions, want at least %d (the agents that began on the dead address)", e, n/2)
+	}
 }
