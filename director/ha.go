@@ -123,6 +123,7 @@ func (d *Director) startHA(ctx context.Context) error {
 		func(ctx context.Context) { d.followSessions(ctx, srev) },
 		d.leaseLoop,
 		d.campaignLoop,
+		func(ctx context.Context) { d.whileLeader(ctx, d.tokenSweepLoop) },
 		d.directorsLoop,
 	}
 	d.wg.Add(len(loops))
@@ -805,4 +806,49 @@ func (d *Director) transitionWritten(node string) {
 	d.ha.mu.Lock()
 	delete(d.ha.dirty, node)
 	d.ha.mu.Unlock()
+}
+
+// tokenSweepEvery is how often the leader audits the join tokens that
+// expired unused (token.expire; otherwise recorded only when a token is
+// listed or used).
+var tokenSweepEvery = time.Hour
+
+// tokenSweepLoop audits expired tokens every tokenSweepEvery (a
+// singleton: run by whileLeader).
+func (d *Director) tokenSweepLoop(ctx context.Context) {
+	tick := time.NewTicker(tokenSweepEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if err := d.sweepTokens(ctx); err != nil && ctx.Err() == nil {
+			d.log.Warn("director: token sweep", "err", err)
+		}
+	}
+}
+
+func (d *Director) sweepTokens(ctx context.Context) error {
+	type item struct {
+		tok tokenRecord
+		rev int64
+	}
+	var items []item
+	now := d.now()
+	err := d.store.List(ctx, preTokens, func(key string, rev int64, raw []byte) error {
+		var t tokenRecord
+		if json.Unmarshal(raw, &t) == nil && !t.ExpireAudited && t.state(now) == tokenExpired {
+			items = append(items, item{t, rev})
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range items {
+		d.expired(ctx, &items[i].tok, items[i].rev, "director")
+	}
+	return nil
 }

@@ -420,3 +420,35 @@ func TestHALivenessWriteRetried(t *testing.T) {
 		return err == nil && rec.State == director.StateOffline
 	})
 }
+
+// A join token that expires unused is audited (token.expire) by the
+// leader's sweep, once, without anyone listing or using it.
+func TestHATokenExpiryAudited(t *testing.T) {
+	old := *director.TokenSweepEvery
+	*director.TokenSweepEvery = 20 * time.Millisecond
+	t.Cleanup(func() { *director.TokenSweepEvery = old })
+	a, _ := replicaPair(t)
+	if _, err := a.Admin.CreateToken(context.Background(), connect.NewRequest(&directorv1.CreateTokenRequest{TtlMs: 60_000})); err != nil {
+		t.Fatal(err)
+	}
+	a.Clock.Advance(2 * time.Minute)
+	st := a.Store(t)
+	defer st.Close()
+	count := func() int {
+		n := 0
+		if err := st.List(context.Background(), "audit/", func(_ string, _ int64, raw []byte) error {
+			if strings.Contains(string(raw), `"token.expire"`) {
+				n++
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor(t, "token.expire audited", 5*time.Second, func() bool { return count() >= 1 })
+	time.Sleep(200 * time.Millisecond) // more sweeps, on both replicas' leader only
+	if n := count(); n != 1 {
+		t.Errorf("%d token.expire entries, want 1", n)
+	}
+}

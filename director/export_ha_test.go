@@ -1,0 +1,4 @@
+package director
+
+// TokenSweepEvery lets tests shorten the leader's token sweep.
+var TokenSweepEvery = &tokenSweepEvery
