@@ -22,6 +22,14 @@
 //	taskdata/<node>/<task>/<offset>  a diagnostics bundle's chunks, 24 h
 //	inventory/<node>     the node's VMs as its agent last said (full + deltas)
 //	resync/<node>        an admin's request for a full inventory, 1 h
+//	replicas/<id>        a live replica: advertise, version, start (on its lease)
+//	sessions/<node>      the replica holding the node's session (on that lease)
+//	election/singletons/ the leader's election (concurrency.Election)
+//
+// Replicas (ha.go): each keeps a lease of its own for its replicas/ and
+// sessions/ keys; the holder of a node's session judges its liveness, the
+// elected leader judges the nodes nobody holds and runs the singletons
+// (the task sweeper, the token expiry audit).
 //
 // A task stored through any replica reaches the node through the replica
 // holding its session (a tasks/ watch; held is the one routing point).
