@@ -23,6 +23,12 @@ const (
 // resyncTTL is how long a resync/<node> request is kept.
 const resyncTTL = time.Hour
 
+// resyncPatience is how long a Resync sent keeps a gap quiet: an agent
+// that could not make the full inventory (it only logs that) never
+// answers, and without a limit every later gap would be dropped for the
+// rest of the session, the stored inventory stale.
+const resyncPatience = 30 * time.Second
+
 // inventoryRecord is inventory/<node>: the node's VMs as its agent last
 // told them, rewritten on each change.
 type inventoryRecord struct {
@@ -63,9 +69,11 @@ type nodeInventory struct {
 	epoch string
 	gen   uint64
 	vms   map[string]inventoryVM
-	// resync is the id of the Resync sent and not answered yet: deltas
-	// that do not follow are dropped quietly meanwhile.
-	resync string
+	// resync is the id of the Resync sent (at resyncAt) and not answered
+	// yet: deltas that do not follow are dropped quietly meanwhile, for
+	// resyncPatience.
+	resync   string
+	resyncAt time.Time
 }
 
 func (n *nodeInventory) record(now time.Time) *inventoryRecord {
@@ -89,7 +97,7 @@ func (d *Director) resync(s *liveSession, id, reason string) {
 		n = &nodeInventory{}
 		d.inv[s.node] = n
 	}
-	n.resync = id
+	n.resync, n.resyncAt = id, d.now()
 	d.invMu.Unlock()
 	s.enqueue(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Resync{Resync: &directorv1.Resync{
 		ResyncId: id, Reason: reason}}})
@@ -120,7 +128,7 @@ func (d *Director) inventoryDelta(s *liveSession, delta *directorv1.InventoryDel
 	d.invMu.Lock()
 	n := d.inv[s.node]
 	if n == nil || n.epoch == "" || n.epoch != delta.GetEpoch() || delta.GetGeneration() != n.gen+1 {
-		pending := n != nil && n.resync != ""
+		pending := n != nil && n.resync != "" && d.now().Sub(n.resyncAt) < resyncPatience
 		d.invMu.Unlock()
 		if !pending {
 			d.log.Info("inventory gap: resync", "node", s.node, "epoch", delta.GetEpoch(), "generation", delta.GetGeneration())
