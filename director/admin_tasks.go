@@ -474,11 +474,24 @@ func (a *adminService) ResyncNode(ctx context.Context, req *connect.Request[dire
 	case req.Msg.GetAll() && req.Msg.GetId() != "":
 		return nil, connect.NewError(connect.CodeInvalidArgument, errors.New("give a node or all, not both"))
 	case req.Msg.GetAll():
+		// every connected node, whichever replica holds its session
+		// (sessions/), and this replica's own
+		seen := map[string]bool{}
+		err := d.store.List(ctx, preSessions, func(key string, _ int64, _ []byte) error {
+			seen[strings.TrimPrefix(key, preSessions)] = true
+			return nil
+		})
+		if err != nil {
+			return nil, unavailable("list the connected nodes", err)
+		}
 		d.mu.Lock()
 		for id := range d.sessions {
-			ids = append(ids, id)
+			seen[id] = true
 		}
 		d.mu.Unlock()
+		for id := range seen {
+			ids = append(ids, id)
+		}
 		slices.Sort(ids)
 	default:
 		n, err := d.findNode(ctx, req.Msg.GetId())
