@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -25,6 +26,7 @@ import (
 	"github.com/virtcon/virtcon/director/etcdstore/etcdtest"
 	"github.com/virtcon/virtcon/director/loadgen"
 	"github.com/virtcon/virtcon/enroll"
+	"github.com/virtcon/virtcon/vm"
 )
 
 // haAgent is a simulated agent that moves between director replicas as
@@ -275,6 +277,14 @@ func TestIntegrationDirectorHA(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	realOnA := realVia() == "ra"
+	// As root with the test guest: a stopped VM on the real agent's host,
+	// started by a task sent right after the kill.
+	g, withGuest := haGuest(t)
+	if withGuest {
+		createGuest(t, root, "ha-web", g.initrd, false)
+	} else {
+		t.Log("not root or no test guest (make guest): the real agent runs no VM here")
+	}
 
 	// 1. kill -9 replica A.
 	var victim *haAgent
@@ -290,6 +300,10 @@ func TestIntegrationDirectorHA(t *testing.T) {
 	killed := time.Now()
 	repA.kill()
 	taskID := strings.TrimSpace(vdir(t, vd, dataB, "task", "run", victim.id.NodeID, "start-vm", "web"))
+	var guestTask string
+	if withGuest {
+		guestTask = strings.TrimSpace(vdir(t, vd, dataB, "task", "run", realNode, "start-vm", "ha-web"))
+	}
 	var moved []time.Duration
 	waitAll("back on rb", 20*time.Second, func(a *haAgent) bool { r, _, _, _, _ := a.state(); return r == "rb" })
 	for _, a := range as {
@@ -331,6 +345,27 @@ func TestIntegrationDirectorHA(t *testing.T) {
 		t.Errorf("task %s ran %d times on its node (delivered %d times), want once", taskID, runs, got)
 	}
 	t.Logf("task sent after the kill: run once, delivered %d time(s)", got)
+
+	var guestPID int
+	if withGuest {
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			out := vdir(t, vd, dataB, "task", "show", guestTask, "-o", "json")
+			if strings.Contains(out, `"Succeeded"`) {
+				break
+			}
+			if strings.Contains(out, `"Failed"`) || time.Now().After(deadline) {
+				t.Fatalf("start-vm on the real agent, sent right after the kill:\n%s", out)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		pids := qemuPIDsUnder(root)
+		if len(pids) != 1 || listVMs(t, root)["ha-web"].Phase != vm.PhaseRunning {
+			t.Fatalf("after start-vm through rb: QEMU processes %v, VM %+v; want one, Running", pids, listVMs(t, root)["ha-web"])
+		}
+		guestPID = pids[0]
+		t.Logf("start-vm sent right after the kill ran once on the real agent: QEMU pid %d", guestPID)
+	}
 
 	// 2. kill -9 the etcd leader: a write loop's failures last seconds.
 	ldr := cl.Leader(ctx)
@@ -424,6 +459,32 @@ func TestIntegrationDirectorHA(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("restored: task run --wait succeeded %s after the members were restarted", time.Since(restored).Round(time.Millisecond))
+	if withGuest {
+		if pids := qemuPIDsUnder(root); len(pids) != 1 || pids[0] != guestPID {
+			t.Errorf("the guest's QEMU after the etcd failures: %v, want the same one (%d): no VM is touched", pids, guestPID)
+		}
+	}
+}
+
+// haGuest is the test guest when this run can start it (root, QEMU, make
+// guest), without skipping the test when it cannot.
+func haGuest(t *testing.T) (guest, bool) {
+	if os.Geteuid() != 0 {
+		return guest{}, false
+	}
+	if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+		return guest{}, false
+	}
+	dir, _ := filepath.Abs(filepath.Join("..", "build", "guest"))
+	if d := os.Getenv("GUEST_OUT"); d != "" {
+		dir, _ = filepath.Abs(d)
+	}
+	for _, f := range []string{"vmlinuz", "initrd.img", "initrd-deaf.img"} {
+		if !fileExists(filepath.Join(dir, f)) {
+			return guest{}, false
+		}
+	}
+	return requireGuest(t), true
 }
 
 // sum is the agents' registrations, ended sessions and answered
