@@ -385,7 +385,18 @@ func (d *Director) followSessions(ctx context.Context, rev int64) {
 				}
 				d.ha.mu.Unlock()
 				if had && o.replica != d.replicaID && d.held(node) == nil {
-					d.live.hand(node, d.now().Add(-replicaTTL))
+					// Its holder closed the session now, or died and
+					// the key went with its lease, a TTL after it was
+					// last heard (the replica's key goes with it: it
+					// may be seen a moment later).
+					d.ha.mu.Lock()
+					_, holderLive := d.ha.replicas[o.replica]
+					d.ha.mu.Unlock()
+					seen := d.now()
+					if !holderLive {
+						seen = seen.Add(-replicaTTL)
+					}
+					d.live.hand(node, seen)
 				}
 				continue
 			}

@@ -452,3 +452,38 @@ func TestHATokenExpiryAudited(t *testing.T) {
 		t.Errorf("%d token.expire entries, want 1", n)
 	}
 }
+
+// A node whose session another replica closed is Offline after
+// OfflineAfter of silence counted from the close, on the leader that
+// judges it now; one whose replica died, a lease TTL sooner.
+func TestHAFreeNodeLastSeen(t *testing.T) {
+	a, b := replicaPair(t, fastSweep)
+	resp, err := a.Admin.ListReplicas(context.Background(), connect.NewRequest(&directorv1.ListReplicasRequest{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader, holder := a, b
+	for _, r := range resp.Msg.GetReplicas() {
+		if r.GetLeader() && r.GetId() == b.D.ReplicaID() {
+			leader, holder = b, a
+		}
+	}
+	e := enrolled(t, a)
+	s := haConnect(t, holder, e)
+	waitFor(t, "the leader sees the node held", 5*time.Second, func() bool {
+		return leader.Node(t, e.NodeID).GetNode().GetReplicaId() == holder.D.ReplicaID()
+	})
+	s.stream.CloseRequest()
+	s.cancel()
+	waitFor(t, "sessions key gone", 5*time.Second, func() bool { v, _ := sessionKey(t, a, e.NodeID); return v == nil })
+	time.Sleep(100 * time.Millisecond)
+	a.Clock.Advance(director.DefaultOfflineAfter - 5*time.Second)
+	time.Sleep(200 * time.Millisecond)
+	if got := leader.Node(t, e.NodeID).GetNode().GetState(); got == director.StateOffline {
+		t.Fatalf("on the leader %s s after the close: %s, want not Offline yet", (director.DefaultOfflineAfter - 5*time.Second), got)
+	}
+	a.Clock.Advance(6 * time.Second)
+	waitFor(t, "Offline after OfflineAfter", 5*time.Second, func() bool {
+		return leader.Node(t, e.NodeID).GetNode().GetState() == director.StateOffline
+	})
+}
