@@ -149,26 +149,11 @@ func (d *Director) restoreRecovery(ctx context.Context, r *recoveryFile, kek []b
 		_, err := d.store.Txn().IfAbsent(key).Put(key, raw, ttl).Commit(ctx)
 		return err
 	}
-	if err := put(keyCA, mustJSON(r.CA), 0); err != nil {
-		return nil, fmt.Errorf("director: restore CA: %w", err)
-	}
+	// The CA goes last: a restore that fails halfway leaves no CA, so the
+	// next start restores again (each put only where absent) instead of
+	// opening a CA over a store without the revocations, which would let
+	// a revoked certificate back in. Revocations go first.
 	var nodes, certs, revoked int
-	for id, raw := range r.Nodes {
-		if err := put(preNodes+id, raw, 0); err != nil {
-			return nil, fmt.Errorf("director: restore node %s: %w", id, err)
-		}
-		nodes++
-	}
-	for serial, raw := range r.Certs {
-		var c certRecord
-		if json.Unmarshal(raw, &c) != nil || !fromMS(c.NotAfter).After(now) {
-			continue // expired: nothing can use it, its lease had ended
-		}
-		if err := put(preCerts+serial, raw, keepFor(now, fromMS(c.NotAfter))); err != nil {
-			return nil, fmt.Errorf("director: restore certificate %s: %w", serial, err)
-		}
-		certs++
-	}
 	for serial, raw := range r.Revoked {
 		var c certRecord
 		until := now.Add(24 * time.Hour)
@@ -183,6 +168,37 @@ func (d *Director) restoreRecovery(ctx context.Context, r *recoveryFile, kek []b
 			return nil, fmt.Errorf("director: restore revocation %s: %w", serial, err)
 		}
 		revoked++
+	}
+	for serial, raw := range r.Certs {
+		var c certRecord
+		if json.Unmarshal(raw, &c) != nil || !fromMS(c.NotAfter).After(now) {
+			continue // expired: nothing can use it, its lease had ended
+		}
+		if err := put(preCerts+serial, raw, keepFor(now, fromMS(c.NotAfter))); err != nil {
+			return nil, fmt.Errorf("director: restore certificate %s: %w", serial, err)
+		}
+		certs++
+	}
+	for id, raw := range r.Nodes {
+		if err := put(preNodes+id, raw, 0); err != nil {
+			return nil, fmt.Errorf("director: restore node %s: %w", id, err)
+		}
+		nodes++
+	}
+	ok, err := d.store.Txn().IfAbsent(keyCA).Put(keyCA, mustJSON(r.CA), 0).Commit(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("director: restore CA: %w", err)
+	}
+	if !ok {
+		// another replica stored one meanwhile: the same CA (restoring
+		// too) or a new one, which this replica must not run beside
+		var have caRecord
+		if _, err := d.store.Get(ctx, keyCA, &have); err != nil {
+			return nil, fmt.Errorf("director: restore CA: read the one stored meanwhile: %w", err)
+		}
+		if !bytes.Equal(have.RootCert, r.CA.RootCert) {
+			return nil, fmt.Errorf("director: restore CA: another CA was stored while restoring from %s: not this director's", d.recoveryPath())
+		}
 	}
 	detail := fmt.Sprintf("restored from %s written at %s: the CA, %d nodes, %d certificates, %d revocations; tokens, tasks and audit before the loss are gone; VM inventories come back as agents reconnect",
 		RecoveryFileName, fromMS(r.At).UTC().Format(time.RFC3339), nodes, certs, revoked)
