@@ -473,6 +473,10 @@ func TestHAFreeNodeLastSeen(t *testing.T) {
 	waitFor(t, "the leader sees the node held", 5*time.Second, func() bool {
 		return leader.Node(t, e.NodeID).GetNode().GetReplicaId() == holder.D.ReplicaID()
 	})
+	a.Clock.Advance(20 * time.Second) // held a while: the close is later than the claim
+	if err := s.heartbeat(1); err != nil {
+		t.Fatal(err)
+	}
 	s.stream.CloseRequest()
 	s.cancel()
 	waitFor(t, "sessions key gone", 5*time.Second, func() bool { v, _ := sessionKey(t, a, e.NodeID); return v == nil })
@@ -480,7 +484,7 @@ func TestHAFreeNodeLastSeen(t *testing.T) {
 	a.Clock.Advance(director.DefaultOfflineAfter - 5*time.Second)
 	time.Sleep(200 * time.Millisecond)
 	if got := leader.Node(t, e.NodeID).GetNode().GetState(); got == director.StateOffline {
-		t.Fatalf("on the leader %s s after the close: %s, want not Offline yet", (director.DefaultOfflineAfter - 5*time.Second), got)
+		t.Fatalf("on the leader %s after the close: %s, want not Offline yet", (director.DefaultOfflineAfter - 5*time.Second), got)
 	}
 	a.Clock.Advance(6 * time.Second)
 	waitFor(t, "Offline after OfflineAfter", 5*time.Second, func() bool {
