@@ -225,8 +225,11 @@ type liveTask struct {
 	flushSoon bool      // a timer sends the waiting log lines
 	logs      []string
 	ended     bool
-	resumed   *resumedTry
-	acks      chan uint64 // TaskDataAck offsets (collect-diagnostics)
+	// claimed: a worker took the task, or it ended while queued (a
+	// cancel or its deadline): whichever comes first, never both
+	claimed bool
+	resumed *resumedTry
+	acks    chan uint64 // TaskDataAck offsets (collect-diagnostics)
 }
 
 func newTaskRunner(ctx context.Context, h *host.Host, log *slog.Logger, j *journal, out *outbox, sess sessionControl, now func() time.Time) *taskRunner {
@@ -324,6 +327,7 @@ func (tr *taskRunner) resume(rec *jrecord) {
 	tr.queued++
 	tr.mu.Unlock()
 	tr.log.Warn("network trial of a previous agent process resumed", "task", rec.ID, "try", rec.TryID, "until", rec.TryDeadline)
+	context.AfterFunc(lt.ctx, func() { tr.endQueued(lt) })
 	tr.queue <- lt
 }
 
@@ -451,7 +455,30 @@ func (tr *taskRunner) take(t *directorv1.Task, received time.Time) {
 		return
 	}
 	tr.log.Info("task queued", "task", id, "summary", rec.Summary, "deadline", time.Duration(t.GetDeadlineInMs())*time.Millisecond)
+	context.AfterFunc(lt.ctx, func() { tr.endQueued(lt) })
 	tr.queue <- lt // room: queued was below taskQueueMax
+}
+
+// endQueued ends a task whose ctx ended (a cancel, its deadline) while it
+// waits for a worker: at once, not when a worker is free (that could be
+// hours behind long pulls). The worker that takes it later skips it. When
+// the agent stops, nothing is sent: the record stays and the next Run
+// reports it AGENT_RESTARTED.
+func (tr *taskRunner) endQueued(lt *liveTask) {
+	if tr.ctx.Err() != nil {
+		return
+	}
+	lt.mu.Lock()
+	if lt.claimed {
+		lt.mu.Unlock()
+		return
+	}
+	lt.claimed = true
+	lt.mu.Unlock()
+	err := lt.ctx.Err()
+	f, phase := tr.failure(lt, err)
+	tr.send(lt, phase, nil, f)
+	tr.log.Info("task ended while queued", "task", lt.id, "kind", lt.kind, "phase", phase.String(), "err", err)
 }
 
 func (tr *taskRunner) kindListLocked() string {
@@ -536,6 +563,13 @@ func (tr *taskRunner) execute(lt *liveTask) {
 		tr.mu.Unlock()
 		lt.cancel(context.Canceled)
 	}()
+	lt.mu.Lock()
+	skip := lt.claimed // it ended while queued: endQueued sent that
+	lt.claimed = true
+	lt.mu.Unlock()
+	if skip {
+		return
+	}
 	if lt.ctx.Err() == nil {
 		switch lt.kind {
 		case KindApplyNetwork:
