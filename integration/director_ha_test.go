@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -459,6 +460,37 @@ func TestIntegrationDirectorHA(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 	}
 	t.Logf("restored: task run --wait succeeded %s after the members were restarted", time.Since(restored).Round(time.Millisecond))
+
+	// 5. ra back, rb stopped on purpose (SIGTERM): Goodbye with no delay
+	// and its lease revoked, its agents on ra at once.
+	repA = startDirector(t, vd, dataA, addrA, filepath.Join(tmp, "a2.log"), "--etcd-endpoints", eps, "--replica-id", "ra")
+	repA.waitOutput(t, "virt-director: serving on", 60*time.Second)
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		reps, err := adminA.ListReplicas(ctx, connect.NewRequest(&directorv1.ListReplicasRequest{}))
+		if err == nil && len(reps.Msg.GetReplicas()) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ra restarted: ListReplicas %v %v, want both", reps, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	stopped := time.Now()
+	if err := repB.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitAll("on ra after rb stopped", 15*time.Second, func(a *haAgent) bool { r, _, _, _, _ := a.state(); return r == "ra" })
+	var back []time.Duration
+	for _, a := range as {
+		if _, at, _, _, _ := a.state(); at.After(stopped) {
+			back = append(back, at.Sub(stopped))
+		}
+	}
+	t.Logf("rb stopped (SIGTERM): %d agents on ra after p50 %s, p99 %s", len(back), percentile(back, 0.5), percentile(back, 0.99))
+	if code := repB.code(t, 15*time.Second); code != 0 {
+		t.Errorf("rb after SIGTERM: exit %d, want 0", code)
+	}
 	if withGuest {
 		if pids := qemuPIDsUnder(root); len(pids) != 1 || pids[0] != guestPID {
 			t.Errorf("the guest's QEMU after the etcd failures: %v, want the same one (%d): no VM is touched", pids, guestPID)
