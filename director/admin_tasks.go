@@ -67,10 +67,12 @@ func (a *adminService) CreateTask(ctx context.Context, req *connect.Request[dire
 	}
 	st := &taskStatusRecord{V: recordVersion, Kind: kind, Phase: directorv1.TaskPhase_TASK_PHASE_PENDING.String(),
 		Created: now.UnixMicro(), Deadline: rec.Deadline, UpdatedAt: ms(now)}
-	ret := d.opts.TaskRetention
+	// the records while the task may be live (renewed as it goes); the id
+	// as long as the records once ended
+	ret := d.taskTTL(rec.Deadline, false)
 	txn := d.txn()
 	txn.IfAbsent(taskIDKey(rec.ID)).
-		Put(taskIDKey(rec.ID), taskIDRecord{V: recordVersion, Node: n.ID}, ret).
+		Put(taskIDKey(rec.ID), taskIDRecord{V: recordVersion, Node: n.ID}, d.taskLive(rec.Deadline)+d.opts.TaskRetention).
 		Put(taskKey(n.ID, rec.ID), rec, ret).
 		Put(taskStatusKey(n.ID, rec.ID), st, ret)
 	txn.audit(now, auditRecord{Kind: "task.create", NodeID: n.ID, Source: who.source, Actor: who.name,

@@ -426,7 +426,7 @@ func (d *Director) writeStatus(ctx context.Context, node string, st *directorv1.
 		rec.Log = appendLog(rec.Log, log)
 		rec.UpdatedAt, rec.Replica = ms(now), d.replicaID
 		txn := d.txn()
-		txn.IfRev(taskStatusKey(node, id), rev).Put(taskStatusKey(node, id), &rec, d.opts.TaskRetention)
+		txn.IfRev(taskStatusKey(node, id), rev).Put(taskStatusKey(node, id), &rec, d.taskTTL(rec.Deadline, terminal(st.GetPhase())))
 		if terminal(st.GetPhase()) {
 			if err := d.endTaskRecord(ctx, txn, node, id); err != nil {
 				return err
@@ -490,7 +490,7 @@ func (d *Director) finishTask(ctx context.Context, node, id string, phase direct
 			return taskInfo(r, s), nil
 		}
 		if changed {
-			txn.IfRev(taskKey(node, id), rrev).Put(taskKey(node, id), r, d.opts.TaskRetention)
+			txn.IfRev(taskKey(node, id), rrev).Put(taskKey(node, id), r, d.taskTTL(r.Deadline, terminal(s.phase())))
 		}
 		ok, err := txn.commit(ctx)
 		if err != nil {

@@ -203,6 +203,25 @@ func checkTask(t *directorv1.Task) (string, error) {
 	return "", errors.New("task: no kind (want one of create_vm, start_vm, stop_vm, reboot_vm, delete_vm, pull_image, apply_network, collect_diagnostics)")
 }
 
+// taskTTL is how long a task's records are kept from now: the retention
+// once it has ended; before, at least until its deadline has passed and
+// the sweeper could fail it NOT_DELIVERED. A retention shorter than a
+// deadline (--task-retention 1h, a pull's default 2 h) otherwise dropped
+// a pending task of an offline node, or a running one quiet that long,
+// mid-way: never failed, its result ignored as "a task not stored here".
+func (d *Director) taskTTL(deadlineMS int64, ended bool) time.Duration {
+	if ended {
+		return d.opts.TaskRetention
+	}
+	return max(d.opts.TaskRetention, d.taskLive(deadlineMS))
+}
+
+// taskLive is how long from now a task may still be live: to its
+// deadline, the NOT_DELIVERED grace and a sweep's margin.
+func (d *Director) taskLive(deadlineMS int64) time.Duration {
+	return max(0, fromMS(deadlineMS).Sub(d.now())) + notDeliveredGrace + time.Minute
+}
+
 // taskRecord is tasks/<node>/<task>.
 type taskRecord struct {
 	V        int    `json:"v"`
