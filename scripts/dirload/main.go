@@ -36,21 +36,38 @@ func main() {
 	warm := flag.Duration("warmup", 15*time.Second, "sessions settle this long before sampling")
 	dur := flag.Duration("duration", 60*time.Second, "sampling time per heartbeat period")
 	periods := flag.String("periods", "10s,1s", "heartbeat periods to measure")
-	mode := flag.String("mode", "all", "what to measure: sessions (enrolment, heartbeats), dispatch (task dispatch latency) or all")
+	mode := flag.String("mode", "all", "what to measure: sessions (enrolment, heartbeats), dispatch (task dispatch latency), all (both), resync (inventory rebuilt after the director's etcd data loss), failover (agents moving between two replicas over a 3-member etcd cluster) or scale (heartbeats across two replicas)")
+	vms := flag.Int("vms", 50, "resync: VMs per simulated agent")
+	etcdBin := flag.String("etcd", "", "failover, scale: an etcd member binary (default: built from director/etcdstore/etcdtest/etcd with go build)")
+	scaleN := flag.Int("scale-n", 10000, "scale: simulated agents (-n is for the other modes)")
 	tasks := flag.Int("tasks", 2000, "dispatch: tasks to run")
 	taskInFlight := flag.Int("task-inflight", 4, "dispatch: tasks in flight")
 	flag.Parse()
-	switch *mode {
-	case "all", "sessions", "dispatch":
-	default:
-		fmt.Fprintf(os.Stderr, "dirload: -mode %q: want sessions, dispatch or all\n", *mode)
-		os.Exit(2)
-	}
-	if *mode == "dispatch" {
-		*periods = ""
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	var err error
+	switch *mode {
+	case "all", "sessions", "dispatch":
+	case "resync":
+		err = runResync(ctx, *bin, *n, *vms)
+	case "failover":
+		err = runFailover(ctx, *bin, *etcdBin, *n)
+	case "scale":
+		err = runScale(ctx, *bin, *etcdBin, *scaleN, *warm, *dur)
+	default:
+		fmt.Fprintf(os.Stderr, "dirload: -mode %q: want sessions, dispatch, all, resync, failover or scale\n", *mode)
+		os.Exit(2)
+	}
+	switch *mode {
+	case "resync", "failover", "scale":
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dirload:", err)
+			os.Exit(1)
+		}
+		return
+	case "dispatch":
+		*periods = ""
+	}
 	dispatch := func(ctx context.Context, addr string, admin directorv1connect.AdminServiceClient, ids []loadgen.Identity) error {
 		if *mode == "sessions" {
 			return nil
