@@ -288,6 +288,11 @@ func (d *Director) reclaimSessions(ctx context.Context) {
 		held = append(held, s)
 	}
 	d.mu.Unlock()
+	type reclaim struct {
+		s      *liveSession
+		expect int64 // the key's ModRevision now, 0: absent
+	}
+	var todo []reclaim
 	for _, s := range held {
 		select {
 		case <-s.ended:
@@ -320,21 +325,62 @@ func (d *Director) reclaimSessions(ctx context.Context) {
 			}
 			expect = o.rev
 		}
-		key := preSessions + s.node
-		ok, rev, err := d.store.Txn().IfRev(key, expect).PutLease(key, d.sessionRecord(s), l).CommitRev(ctx)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.log.Warn("director: record the session again", "node", s.node, "err", err)
+		todo = append(todo, reclaim{s, expect})
+	}
+	// After a lease loss every held session is here: reclaimBatch keys
+	// to a transaction (etcd allows 128 operations), one at a time for a
+	// batch whose condition failed.
+	for len(todo) > 0 {
+		batch := todo[:min(len(todo), reclaimBatch)]
+		todo = todo[len(batch):]
+		if len(batch) > 1 {
+			txn := d.store.Txn()
+			for _, r := range batch {
+				txn.IfRev(preSessions+r.s.node, r.expect)
 			}
-			return // etcd away: the next round
-		}
-		if ok {
-			d.ha.mu.Lock()
-			if cur, ok := d.ha.claims[s.node]; !ok || cur.s == s {
-				d.ha.claims[s.node] = sessionClaim{s: s, rev: rev, lease: id}
+			for _, r := range batch {
+				txn.PutLease(preSessions+r.s.node, d.sessionRecord(r.s), l)
 			}
-			d.ha.mu.Unlock()
+			ok, rev, err := txn.CommitRev(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("director: record the sessions again", "sessions", len(batch), "err", err)
+				}
+				return // etcd away: the next round
+			}
+			if ok {
+				for _, r := range batch {
+					d.reclaimed(r.s, rev, id)
+				}
+				continue
+			}
 		}
+		for _, r := range batch {
+			key := preSessions + r.s.node
+			ok, rev, err := d.store.Txn().IfRev(key, r.expect).PutLease(key, d.sessionRecord(r.s), l).CommitRev(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Warn("director: record the session again", "node", r.s.node, "err", err)
+				}
+				return
+			}
+			if ok {
+				d.reclaimed(r.s, rev, id)
+			}
+		}
+	}
+}
+
+// reclaimBatch is how many sessions' keys one reclaim transaction puts
+// (a condition and a put each).
+const reclaimBatch = 50
+
+// reclaimed records a session key put again at rev on lease id.
+func (d *Director) reclaimed(s *liveSession, rev, id int64) {
+	d.ha.mu.Lock()
+	defer d.ha.mu.Unlock()
+	if cur, ok := d.ha.claims[s.node]; !ok || cur.s == s {
+		d.ha.claims[s.node] = sessionClaim{s: s, rev: rev, lease: id}
 	}
 }
 

@@ -359,9 +359,14 @@ func TestHATaskThroughOtherReplica(t *testing.T) {
 // the sessions' streams are not cut.
 func TestHALeaseLostRegranted(t *testing.T) {
 	a := directortest.Start(t)
-	e := enrolled(t, a)
-	s := haConnect(t, a, e)
-	_, old := sessionKey(t, a, e.NodeID)
+	var nodes []string
+	var sessions []*haSession
+	for range 3 { // more than one: the keys go back in one transaction
+		e := enrolled(t, a)
+		nodes = append(nodes, e.NodeID)
+		sessions = append(sessions, haConnect(t, a, e))
+	}
+	_, old := sessionKey(t, a, nodes[0])
 	if old == 0 {
 		t.Fatal("no sessions key")
 	}
@@ -370,16 +375,20 @@ func TestHALeaseLostRegranted(t *testing.T) {
 	if _, err := st.Client().Revoke(context.Background(), old); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "sessions key back on a new lease", 15*time.Second, func() bool {
-		v, l := sessionKey(t, a, e.NodeID)
-		return v != nil && l != old && l != 0
-	})
+	for _, n := range nodes {
+		waitFor(t, "sessions key back on a new lease", 15*time.Second, func() bool {
+			v, l := sessionKey(t, a, n)
+			return v != nil && l != old && l != 0
+		})
+	}
 	resp, err := st.Client().Get(context.Background(), st.Prefix()+"replicas/"+a.D.ReplicaID())
 	if err != nil || len(resp.Kvs) != 1 || resp.Kvs[0].Lease == int64(old) {
 		t.Fatalf("replicas/%s after the loss: %v %v, want it on the new lease", a.D.ReplicaID(), resp, err)
 	}
-	if err := s.heartbeat(7); err != nil {
-		t.Fatalf("the session after the lease loss: %v", err)
+	for i, s := range sessions {
+		if err := s.heartbeat(7); err != nil {
+			t.Fatalf("session %d after the lease loss: %v", i, err)
+		}
 	}
 }
 
