@@ -74,6 +74,32 @@ type nodeInventory struct {
 	// resyncPatience.
 	resync   string
 	resyncAt time.Time
+	// held are deltas that came while the Resync was on its way: the
+	// agent sends its answer from a goroutine of its own, so the delta
+	// after the Full can arrive first. Applied after the Full when they
+	// follow it.
+	held []*directorv1.InventoryDelta
+}
+
+// maxHeldDeltas bounds the deltas held for a Full on its way.
+const maxHeldDeltas = 64
+
+// apply applies delta when it follows n (the same epoch, the next
+// generation); false otherwise, n unchanged.
+func (n *nodeInventory) apply(delta *directorv1.InventoryDelta) bool {
+	if n.epoch == "" || n.epoch != delta.GetEpoch() || delta.GetGeneration() != n.gen+1 {
+		return false
+	}
+	n.gen = delta.GetGeneration()
+	for _, v := range delta.GetUpserts() {
+		if v.GetUid() != "" {
+			n.vms[v.GetUid()] = invVM(v)
+		}
+	}
+	for _, uid := range delta.GetRemovedUids() {
+		delete(n.vms, uid)
+	}
+	return true
 }
 
 func (n *nodeInventory) record(now time.Time) *inventoryRecord {
@@ -115,10 +141,25 @@ func (d *Director) fullInventory(s *liveSession, inv *directorv1.Inventory) {
 	// now on, even if it answers an earlier Resync than the last one sent
 	// (waiting for that one could silence gap detection for good).
 	d.invMu.Lock()
+	gap := false
+	if old := d.inv[s.node]; old != nil {
+		held := slices.Clone(old.held)
+		slices.SortFunc(held, func(a, b *directorv1.InventoryDelta) int { return cmp.Compare(a.GetGeneration(), b.GetGeneration()) })
+		for _, h := range held {
+			if h.GetEpoch() == n.epoch && h.GetGeneration() > n.gen && !n.apply(h) {
+				gap = true // a later one with one missing between
+				break
+			}
+		}
+	}
 	d.inv[s.node] = n
 	rec := n.record(d.now())
 	d.invMu.Unlock()
 	s.w.inventory(rec)
+	if gap {
+		d.log.Info("inventory gap after a full inventory: resync", "node", s.node, "epoch", n.epoch, "generation", n.gen)
+		d.resync(s, "", ResyncGap)
+	}
 }
 
 // inventoryDelta applies a delta that follows the stored inventory (the
@@ -127,23 +168,17 @@ func (d *Director) fullInventory(s *liveSession, inv *directorv1.Inventory) {
 func (d *Director) inventoryDelta(s *liveSession, delta *directorv1.InventoryDelta) {
 	d.invMu.Lock()
 	n := d.inv[s.node]
-	if n == nil || n.epoch == "" || n.epoch != delta.GetEpoch() || delta.GetGeneration() != n.gen+1 {
+	if n == nil || !n.apply(delta) {
 		pending := n != nil && n.resync != "" && d.now().Sub(n.resyncAt) < resyncPatience
+		if pending && len(n.held) < maxHeldDeltas {
+			n.held = append(n.held, delta)
+		}
 		d.invMu.Unlock()
 		if !pending {
 			d.log.Info("inventory gap: resync", "node", s.node, "epoch", delta.GetEpoch(), "generation", delta.GetGeneration())
 			d.resync(s, "", ResyncGap)
 		}
 		return
-	}
-	n.gen = delta.GetGeneration()
-	for _, v := range delta.GetUpserts() {
-		if v.GetUid() != "" {
-			n.vms[v.GetUid()] = invVM(v)
-		}
-	}
-	for _, uid := range delta.GetRemovedUids() {
-		delete(n.vms, uid)
 	}
 	rec := n.record(d.now())
 	d.invMu.Unlock()
