@@ -415,7 +415,13 @@ func (d *Director) writeStatus(ctx context.Context, node string, st *directorv1.
 		if err != nil {
 			return err
 		}
-		if terminal(rec.phase()) || st.GetSeq() <= rec.Seq {
+		switch {
+		case terminal(rec.phase()) && rec.ByDirector && terminal(st.GetPhase()):
+			// the agent had the task after all: what it did is the truth
+			d.log.Warn("director: the agent ended a task the director had ended: its outcome replaces the director's",
+				"node", node, "task", id, "director", rec.Phase, "agent", st.GetPhase().String())
+			rec.ByDirector = false
+		case terminal(rec.phase()) || st.GetSeq() <= rec.Seq:
 			return nil
 		}
 		now := d.now()
@@ -478,7 +484,7 @@ func (d *Director) finishTask(ctx context.Context, node, id string, phase direct
 		end := !terminal(s.phase()) && (!onlyPending || s.phase() == directorv1.TaskPhase_TASK_PHASE_PENDING)
 		if end {
 			now := d.now()
-			s.Phase = phase.String()
+			s.Phase, s.ByDirector = phase.String(), true
 			s.Status = marshalProto(&directorv1.TaskStatus{TaskId: id, Seq: s.Seq, Phase: phase, Failure: f})
 			s.UpdatedAt, s.Replica = ms(now), d.replicaID
 			txn.IfRev(taskStatusKey(node, id), srev).Put(taskStatusKey(node, id), s, d.opts.TaskRetention)

@@ -266,6 +266,11 @@ type taskStatusRecord struct {
 	UpdatedAt  int64           `json:"updatedAt"`
 	Replica    string          `json:"replica,omitempty"`
 	DispatchUs int64           `json:"dispatchUs,omitempty"`
+	// ByDirector says the terminal phase is the director's word
+	// (cancelled while pending, not delivered), not the agent's: the
+	// task may have reached the agent all the same, and the agent's own
+	// terminal status, should one come, replaces it.
+	ByDirector bool `json:"byDirector,omitempty"`
 }
 
 func (s *taskStatusRecord) phase() directorv1.TaskPhase {

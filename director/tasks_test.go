@@ -701,3 +701,39 @@ func TestReplicaID(t *testing.T) {
 		}
 	}
 }
+
+// A task the director ended on its own word (cancelled while pending)
+// that had reached its agent all the same takes the agent's outcome:
+// the store says what the host did, not what the director guessed.
+func TestAgentOutcomeReplacesDirectorsEnd(t *testing.T) {
+	h := directortest.Start(t)
+	a := newTaskAgent(t, h, allKinds...)
+	ctx := context.Background()
+	task := startTask("web")
+	createTask(t, h, a.node, task)
+	if got := a.next().GetTask(); got.GetId() != task.GetId() {
+		t.Fatalf("agent got %v, want the task", got)
+	}
+	// no word from the agent yet: the cancel ends it at once
+	resp, err := h.Admin.CancelTask(ctx, connect.NewRequest(&directorv1.CancelTaskRequest{Id: task.GetId()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ti := resp.Msg.GetTask(); ti.GetPhase() != cancelled {
+		t.Fatalf("cancel of a pending task: %v, want Cancelled", ti)
+	}
+	// the agent had started it: its Running changes nothing, its end does
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 1, Phase: running})
+	time.Sleep(300 * time.Millisecond)
+	if ti := getTask(t, h, task.GetId()); ti.GetPhase() != cancelled {
+		t.Fatalf("after the agent's Running: %s, want still Cancelled", ti.GetPhase())
+	}
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 2, Phase: succeeded})
+	waitPhase(t, h, task.GetId(), succeeded)
+	// and the agent's end is final
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 3, Phase: failed})
+	time.Sleep(300 * time.Millisecond)
+	if ti := getTask(t, h, task.GetId()); ti.GetPhase() != succeeded {
+		t.Errorf("after a later Failed: %s, want the agent's first end, Succeeded", ti.GetPhase())
+	}
+}
