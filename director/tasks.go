@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -178,6 +179,14 @@ func checkTask(t *directorv1.Task) (string, error) {
 		p := k.PullImage
 		if p.GetUrl() == "" {
 			return "", errors.New("task.pull_image.url: want a URL")
+		}
+		u, err := url.Parse(p.GetUrl())
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return "", errors.New("task.pull_image.url: want an http or https URL with a host")
+		}
+		if u.User != nil {
+			// never echoed: the user info is the secret
+			return "", errors.New("task.pull_image.url: carries a user name or password, which the director would store and the agent log: serve the image without them, or with a presigned URL (its query is dropped from the director's store when the task ends)")
 		}
 		if p.GetName() == "" {
 			return "", errors.New("task.pull_image.name: want an image name")
@@ -365,12 +374,13 @@ func sameTask(r *taskRecord, node string, t *directorv1.Task) bool {
 }
 
 // stripManifest drops a create-vm's manifest from its record (it may
-// hold cloud-init user data, a secret) and marks it ended; false when
-// there was nothing to change.
+// hold cloud-init user data, a secret) and a pull-image URL's query (a
+// presigned URL's signature) and marks it ended; false when there was
+// nothing to change.
 func stripManifest(r *taskRecord) bool {
 	changed := !r.Ended
 	r.Ended = true
-	if r.Kind != KindCreateVM || r.Stripped {
+	if (r.Kind != KindCreateVM && r.Kind != KindPullImage) || r.Stripped {
 		return changed
 	}
 	t, err := r.task()
@@ -381,6 +391,15 @@ func stripManifest(r *taskRecord) bool {
 	}
 	if cv := t.GetCreateVm(); cv != nil {
 		cv.Manifest = nil
+	}
+	if pi := t.GetPullImage(); pi != nil {
+		// a presigned URL's query is a credential
+		if u, err := url.Parse(pi.GetUrl()); err == nil {
+			u.RawQuery, u.Fragment, u.User = "", "", nil
+			pi.Url = u.String()
+		} else {
+			pi.Url = ""
+		}
 	}
 	r.Task, r.Stripped = marshalProto(t), true
 	return true

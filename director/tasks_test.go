@@ -737,3 +737,43 @@ func TestAgentOutcomeReplacesDirectorsEnd(t *testing.T) {
 		t.Errorf("after a later Failed: %s, want the agent's first end, Succeeded", ti.GetPhase())
 	}
 }
+
+// A pull's URL is stored while the task runs: one with a user name or
+// password is refused (never echoed), and a presigned URL's query (its
+// signature) is dropped from the store when the task ends.
+func TestPullImageURLSecrets(t *testing.T) {
+	h := directortest.Start(t)
+	a := newTaskAgent(t, h, allKinds...)
+	pull := func(u string) *directorv1.Task {
+		return &directorv1.Task{Id: uuid.NewString(), Kind: &directorv1.Task_PullImage{PullImage: &directorv1.PullImage{Url: u, Name: "base"}}}
+	}
+	for _, u := range []string{"http://alice:s3cr3tpw@images.example/base.img", "https://s3cr3tpw@images.example/b.img", "ftp://images.example/b.img", "images.example/b.img"} {
+		_, err := h.Admin.CreateTask(context.Background(), connect.NewRequest(&directorv1.CreateTaskRequest{Node: a.node, Task: pull(u)}))
+		if connect.CodeOf(err) != connect.CodeInvalidArgument || strings.Contains(err.Error(), "s3cr3tpw") {
+			t.Errorf("pull-image %s: %v; want InvalidArgument without the password", strings.ReplaceAll(u, "s3cr3tpw", "<pw>"), err)
+		}
+	}
+	task := pull("https://images.example/base.img?X-Amz-Signature=s1gnatur3tok")
+	createTask(t, h, a.node, task)
+	if got := a.next().GetTask(); got.GetPullImage().GetUrl() != task.GetPullImage().GetUrl() {
+		t.Fatalf("the agent got %v, want the whole URL", got)
+	}
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 1, Phase: succeeded})
+	waitPhase(t, h, task.GetId(), succeeded)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		leak := ""
+		for k, v := range h.StoreValues(t) {
+			if strings.Contains(string(v), "s1gnatur3tok") {
+				leak = k
+			}
+		}
+		if leak == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the presigned URL's signature is still in the store (%s) after the task ended", leak)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
