@@ -62,12 +62,28 @@ func (a *taskAgent) connect() *directorv1.Resync {
 	if reg := m.GetRegistered(); reg.GetReplicaId() == "" || len(reg.GetDirectors()) != 1 {
 		a.t.Errorf("Registered %v: want a replica id and this replica's address", reg)
 	}
-	m, err = s.stream.Receive()
-	if err != nil || m.GetResync().GetReason() != director.ResyncRegister {
-		a.t.Fatalf("second answer %v (%v), want Resync{reason: register}", m, err)
+	// The Resync comes after Registered; the node's pending tasks, sent
+	// by the Register listing or the tasks watch, may come before it.
+	a.in = make(chan *directorv1.SessionResponse, 100)
+	for {
+		m, err = s.stream.Receive()
+		if err != nil {
+			a.t.Fatalf("after Registered: %v, want Resync{reason: register}", err)
+		}
+		if m.GetResync() != nil {
+			break
+		}
+		if m.GetTask() == nil && m.GetDirectors() == nil {
+			a.t.Fatalf("after Registered: %v, want Resync{reason: register} (or a task)", m)
+		}
+		if m.GetTask() != nil {
+			a.in <- m
+		}
+	}
+	if m.GetResync().GetReason() != director.ResyncRegister {
+		a.t.Fatalf("Resync %v, want reason register", m.GetResync())
 	}
 	a.s = s
-	a.in = make(chan *directorv1.SessionResponse, 100)
 	go func(in chan *directorv1.SessionResponse) {
 		defer close(in)
 		for {
