@@ -256,6 +256,7 @@ type pendingStatus struct {
 	st     *directorv1.TaskStatus // the highest seq, without its log
 	log    []string
 	urgent bool
+	tries  int // failed writes so far
 }
 
 func newSessionWriter(d *Director, s *liveSession) *sessionWriter {
@@ -319,6 +320,13 @@ func (w *sessionWriter) taskData(td *directorv1.TaskData) {
 	w.wake()
 }
 
+// storeRetry is how soon a session's failed status or inventory write is
+// tried again.
+const storeRetry = time.Second
+
+// maxStatusTries bounds the writes of one status (a minute of retries).
+const maxStatusTries = 60
+
 // maxPendingData bounds the chunks waiting to be stored per session; an
 // agent has at most 4 un-acked per task.
 const maxPendingData = 16
@@ -381,15 +389,48 @@ func (w *sessionWriter) flush(ctx context.Context, final bool) time.Duration {
 	for _, td := range data {
 		w.d.storeTaskData(ctx, w.s, td)
 	}
+	// A write that fails (etcd slow or without quorum) is kept and
+	// tried again in storeRetry unless a newer one replaced it: dropped,
+	// the store would show an old inventory or a task that never ends
+	// until the node registers again. When the session ends, the next
+	// one's Resync and the agent's resent statuses make up for it.
+	retry := func() {
+		if !final && (next == 0 || storeRetry < next) {
+			next = storeRetry
+		}
+	}
 	if inv != nil {
-		w.d.writeInventory(ctx, w.s.node, inv, !w.invOnce)
-		w.invOnce = true
+		if err := w.d.writeInventory(ctx, w.s.node, inv, !w.invOnce); err != nil {
+			w.mu.Lock()
+			if w.inv == nil {
+				w.inv = inv
+			}
+			w.mu.Unlock()
+			retry()
+		} else {
+			w.invOnce = true
+		}
 	}
 	for _, p := range due {
 		id := p.st.GetTaskId()
 		w.lastWrite[id], w.lastPhase[id] = now, p.st.GetPhase()
 		if err := w.d.writeStatus(ctx, w.s.node, p.st, p.log); err != nil {
-			w.d.log.Warn("director: write task status", "node", w.s.node, "task", id, "err", err)
+			if p.tries++; p.tries >= maxStatusTries {
+				// the agent sends it again after its next Registered
+				w.d.log.Warn("director: write task status: given up", "node", w.s.node, "task", id, "tries", p.tries, "err", err)
+			} else {
+				w.d.log.Warn("director: write task status: retried", "node", w.s.node, "task", id, "err", err)
+				w.mu.Lock()
+				if cur := w.statuses[id]; cur == nil {
+					p.urgent = true
+					w.statuses[id] = p
+				} else {
+					cur.log, cur.urgent, cur.tries = append(p.log, cur.log...), true, p.tries
+				}
+				w.mu.Unlock()
+				retry()
+				continue
+			}
 		}
 		if terminal(p.st.GetPhase()) {
 			delete(w.lastWrite, id)

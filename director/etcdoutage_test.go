@@ -8,6 +8,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/virtcon/virtcon/api/directorv1"
 	"github.com/virtcon/virtcon/director"
 	"github.com/virtcon/virtcon/director/directortest"
 	"github.com/virtcon/virtcon/director/etcdstore"
@@ -61,4 +62,60 @@ func TestEtcdOutageFailsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitProbe(connect.CodeInvalidArgument, 20*time.Second)
+}
+
+// A task's status that arrives while etcd does not answer is kept by the
+// session's writer and stored once etcd is back, without the agent
+// reconnecting: dropped, the task would show Running until the node
+// registered again (found by dirload -mode resync, where inventory
+// writes under a loaded etcd were lost the same way).
+func TestStatusWrittenAfterOutage(t *testing.T) {
+	dir, err := os.MkdirTemp("", "vdo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	member, err := etcdstore.Open(t.Context(), etcdstore.Options{DataDir: dir, UnsafeNoFsync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { member.Close() }) // after the director's Stop
+	h := directortest.Start(t, func(o *director.Options) {
+		o.Etcd.Endpoints = []string{member.Endpoint()}
+		o.Etcd.RequestTimeout = 500 * time.Millisecond
+	})
+	a := newTaskAgent(t, h, allKinds...)
+	task := startTask("web")
+	createTask(t, h, a.node, task)
+	if got := a.next().GetTask(); got.GetId() != task.GetId() {
+		t.Fatalf("agent got %v, want the task", got)
+	}
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 1, Phase: running})
+	waitPhase(t, h, task.GetId(), running)
+
+	if err := member.Close(); err != nil {
+		t.Fatal(err)
+	}
+	a.status(&directorv1.TaskStatus{TaskId: task.GetId(), Seq: 2, Phase: succeeded})
+	time.Sleep(1500 * time.Millisecond) // at least one failed write
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if member, err = etcdstore.Open(ctx, etcdstore.Options{DataDir: dir, UnsafeNoFsync: true}); err != nil {
+		t.Fatal(err)
+	}
+	// GetTask itself is Unavailable until the client reconnects
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		resp, err := h.Admin.GetTask(ctx, connect.NewRequest(&directorv1.GetTaskRequest{Id: task.GetId()}))
+		if err == nil && resp.Msg.GetTask().GetPhase() == succeeded {
+			return
+		}
+		if err == nil && resp.Msg.GetTask().GetPhase() != running {
+			t.Fatalf("after the outage: %v, want Running then Succeeded", resp.Msg.GetTask())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the status sent during the outage was not stored 20 s after etcd came back (last: %v, %v)", resp, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }

@@ -187,14 +187,16 @@ func (d *Director) inventoryDelta(s *liveSession, delta *directorv1.InventoryDel
 
 // writeInventory stores a node's inventory; the first write of a session
 // also drops its issue-13 report (the inventory supersedes it).
-func (d *Director) writeInventory(ctx context.Context, node string, rec *inventoryRecord, first bool) {
+func (d *Director) writeInventory(ctx context.Context, node string, rec *inventoryRecord, first bool) error {
 	txn := d.store.Txn().Put(preInventory+node, rec, 0)
 	if first {
 		txn.Delete(preReports + node)
 	}
 	if _, err := txn.Commit(ctx); err != nil {
-		d.log.Warn("director: write inventory", "node", node, "err", err)
+		d.log.Warn("director: write inventory: retried", "node", node, "err", err)
+		return err
 	}
+	return nil
 }
 
 // hasInventory says whether this replica has had a full inventory of
