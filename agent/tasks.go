@@ -12,19 +12,20 @@ import (
 	"time"
 
 	directorv1 "github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/api/taskkind"
 	"github.com/virtcon/virtcon/host"
 )
 
 // Task kinds as the director and the CLI spell them (Register.task_kinds).
 const (
-	KindCreateVM           = "create-vm"
-	KindStartVM            = "start-vm"
-	KindStopVM             = "stop-vm"
-	KindRebootVM           = "reboot-vm"
-	KindDeleteVM           = "delete-vm"
-	KindPullImage          = "pull-image"
-	KindApplyNetwork       = "apply-network"
-	KindCollectDiagnostics = "collect-diagnostics"
+	KindCreateVM           = taskkind.CreateVM
+	KindStartVM            = taskkind.StartVM
+	KindStopVM             = taskkind.StopVM
+	KindRebootVM           = taskkind.RebootVM
+	KindDeleteVM           = taskkind.DeleteVM
+	KindPullImage          = taskkind.PullImage
+	KindApplyNetwork       = taskkind.ApplyNetwork
+	KindCollectDiagnostics = taskkind.CollectDiagnostics
 )
 
 // The runner's bounds.
@@ -107,27 +108,7 @@ var errCancelled = errors.New("cancelled by the director")
 
 // kindOf names a task's kind ("" for an empty oneof: a kind this agent's
 // protocol does not know).
-func kindOf(t *directorv1.Task) string {
-	switch t.GetKind().(type) {
-	case *directorv1.Task_CreateVm:
-		return KindCreateVM
-	case *directorv1.Task_StartVm:
-		return KindStartVM
-	case *directorv1.Task_StopVm:
-		return KindStopVM
-	case *directorv1.Task_RebootVm:
-		return KindRebootVM
-	case *directorv1.Task_DeleteVm:
-		return KindDeleteVM
-	case *directorv1.Task_PullImage:
-		return KindPullImage
-	case *directorv1.Task_ApplyNetwork:
-		return KindApplyNetwork
-	case *directorv1.Task_CollectDiagnostics:
-		return KindCollectDiagnostics
-	}
-	return ""
-}
+func kindOf(t *directorv1.Task) string { return taskkind.Of(t) }
 
 // summary is a task's one-line description: kind and target, never user
 // data.

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/api/taskkind"
 	"github.com/virtcon/virtcon/internal/yamlcheck"
 )
 
@@ -45,38 +46,18 @@ const (
 
 // Task kinds as the CLI spells them.
 const (
-	KindCreateVM           = "create-vm"
-	KindStartVM            = "start-vm"
-	KindStopVM             = "stop-vm"
-	KindRebootVM           = "reboot-vm"
-	KindDeleteVM           = "delete-vm"
-	KindPullImage          = "pull-image"
-	KindApplyNetwork       = "apply-network"
-	KindCollectDiagnostics = "collect-diagnostics"
+	KindCreateVM           = taskkind.CreateVM
+	KindStartVM            = taskkind.StartVM
+	KindStopVM             = taskkind.StopVM
+	KindRebootVM           = taskkind.RebootVM
+	KindDeleteVM           = taskkind.DeleteVM
+	KindPullImage          = taskkind.PullImage
+	KindApplyNetwork       = taskkind.ApplyNetwork
+	KindCollectDiagnostics = taskkind.CollectDiagnostics
 )
 
 // taskKind is the CLI's name of t's kind, "" when it has none.
-func taskKind(t *directorv1.Task) string {
-	switch t.GetKind().(type) {
-	case *directorv1.Task_CreateVm:
-		return KindCreateVM
-	case *directorv1.Task_StartVm:
-		return KindStartVM
-	case *directorv1.Task_StopVm:
-		return KindStopVM
-	case *directorv1.Task_RebootVm:
-		return KindRebootVM
-	case *directorv1.Task_DeleteVm:
-		return KindDeleteVM
-	case *directorv1.Task_PullImage:
-		return KindPullImage
-	case *directorv1.Task_ApplyNetwork:
-		return KindApplyNetwork
-	case *directorv1.Task_CollectDiagnostics:
-		return KindCollectDiagnostics
-	}
-	return ""
-}
+func taskKind(t *directorv1.Task) string { return taskkind.Of(t) }
 
 // defaultDeadline is the time a task of t's kind may take when its
 // creator names none.

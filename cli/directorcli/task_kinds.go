@@ -12,6 +12,7 @@ import (
 	"time"
 
 	directorv1 "github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/api/taskkind"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -66,7 +67,7 @@ type kindSpec struct {
 // kindSpecs is every kind, in the order help lists them. Their names are
 // the agents' (Register.task_kinds) and the director's (TaskInfo.kind).
 var kindSpecs = []kindSpec{
-	{name: "create-vm", flags: []string{"file"}, required: []string{"file"},
+	{name: taskkind.CreateVM, flags: []string{"file"}, required: []string{"file"},
 		short:    "create a VM from a virtcon/v1 VirtualMachine manifest (-f FILE, - for stdin)",
 		deadline: fixed(30 * time.Minute),
 		build: func(in kindInput) (*directorv1.Task, error) {
@@ -74,11 +75,11 @@ var kindSpecs = []kindSpec{
 			// (the host stamps it as a label and keeps it untouched)
 			return &directorv1.Task{Kind: &directorv1.Task_CreateVm{CreateVm: &directorv1.CreateVM{Manifest: in.body, DirectorGeneration: "1"}}}, nil
 		}},
-	{name: "start-vm", args: []string{"NAME"}, short: "start a VM (its name or UID on the node)", deadline: fixed(5 * time.Minute),
+	{name: taskkind.StartVM, args: []string{"NAME"}, short: "start a VM (its name or UID on the node)", deadline: fixed(5 * time.Minute),
 		build: func(in kindInput) (*directorv1.Task, error) {
 			return &directorv1.Task{Kind: &directorv1.Task_StartVm{StartVm: &directorv1.StartVM{Vm: in.args[0]}}}, nil
 		}},
-	{name: "stop-vm", args: []string{"NAME"}, flags: []string{"timeout", "force"},
+	{name: taskkind.StopVM, args: []string{"NAME"}, flags: []string{"timeout", "force"},
 		short: "stop a VM: ACPI power-off within --timeout, then (--force) end QEMU",
 		deadline: func(o *taskRunOptions) time.Duration {
 			if o.Timeout > 0 {
@@ -90,16 +91,16 @@ var kindSpecs = []kindSpec{
 			return &directorv1.Task{Kind: &directorv1.Task_StopVm{StopVm: &directorv1.StopVM{Vm: in.args[0],
 				TimeoutMs: in.o.Timeout.Milliseconds(), Force: in.o.Force}}}, nil
 		}},
-	{name: "reboot-vm", args: []string{"NAME"}, short: "reboot a running VM", deadline: fixed(5 * time.Minute),
+	{name: taskkind.RebootVM, args: []string{"NAME"}, short: "reboot a running VM", deadline: fixed(5 * time.Minute),
 		build: func(in kindInput) (*directorv1.Task, error) {
 			return &directorv1.Task{Kind: &directorv1.Task_RebootVm{RebootVm: &directorv1.RebootVM{Vm: in.args[0]}}}, nil
 		}},
-	{name: "delete-vm", args: []string{"NAME"}, flags: []string{"force"}, short: "delete a VM (--force: a running one, stopped first)",
+	{name: taskkind.DeleteVM, args: []string{"NAME"}, flags: []string{"force"}, short: "delete a VM (--force: a running one, stopped first)",
 		deadline: fixed(5 * time.Minute),
 		build: func(in kindInput) (*directorv1.Task, error) {
 			return &directorv1.Task{Kind: &directorv1.Task_DeleteVm{DeleteVm: &directorv1.DeleteVM{Vm: in.args[0], Force: in.o.Force}}}, nil
 		}},
-	{name: "pull-image", args: []string{"URL"}, flags: []string{"name", "sha256"}, required: []string{"name"},
+	{name: taskkind.PullImage, args: []string{"URL"}, flags: []string{"name", "sha256"}, required: []string{"name"},
 		short: "download an image into the node's store as --name (--sha256: the digest it must have)", deadline: fixed(2 * time.Hour),
 		build: func(in kindInput) (*directorv1.Task, error) {
 			url := in.args[0]
@@ -112,7 +113,7 @@ var kindSpecs = []kindSpec{
 			}
 			return &directorv1.Task{Kind: &directorv1.Task_PullImage{PullImage: &directorv1.PullImage{Url: url, Name: in.o.Name, Sha256: sha}}}, nil
 		}},
-	{name: "apply-network", flags: []string{"file", "trial"}, required: []string{"file"},
+	{name: taskkind.ApplyNetwork, flags: []string{"file", "trial"}, required: []string{"file"},
 		short: "apply a virtcon/v1 HostNetwork (-f FILE) as a trial: rolled back unless the node's session comes back within --trial",
 		deadline: func(o *taskRunOptions) time.Duration {
 			return trialOf(o) + 2*time.Minute
@@ -121,7 +122,7 @@ var kindSpecs = []kindSpec{
 			return &directorv1.Task{Kind: &directorv1.Task_ApplyNetwork{ApplyNetwork: &directorv1.ApplyNetwork{HostNetwork: in.body,
 				TrialMs: in.o.Trial.Milliseconds()}}}, nil
 		}},
-	{name: "collect-diagnostics", flags: []string{"output-file", "fresh-probe"},
+	{name: taskkind.CollectDiagnostics, flags: []string{"output-file", "fresh-probe"},
 		short:    "build the node's redacted diagnostics bundle (with --wait, -O FILE saves it)",
 		deadline: fixed(10 * time.Minute),
 		build: func(in kindInput) (*directorv1.Task, error) {

@@ -18,6 +18,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	directorv1 "github.com/virtcon/virtcon/api/directorv1"
+	"github.com/virtcon/virtcon/api/taskkind"
 	"github.com/virtcon/virtcon/internal/output"
 	"github.com/virtcon/virtcon/internal/testutil"
 	"google.golang.org/protobuf/proto"
@@ -912,5 +913,16 @@ func TestTaskRunCompletesKinds(t *testing.T) {
 	got := strings.Split(strings.TrimSpace(out), "\n")
 	if len(got) < 1 || !slices.Equal(got[:len(got)-1], kindNames()) {
 		t.Errorf("completions %q; want %q and the directive", got, kindNames())
+	}
+}
+
+// The command line knows every kind the protocol has, by its one name.
+func TestTaskKindsAreTheProtocols(t *testing.T) {
+	var names []string
+	for _, k := range kindSpecs {
+		names = append(names, k.name)
+	}
+	if !slices.Equal(names, taskkind.All) {
+		t.Errorf("task run's kinds %v; want taskkind.All %v", names, taskkind.All)
 	}
 }
