@@ -132,7 +132,7 @@ func TestApplyNetworkTrial(t *testing.T) {
 		resumed    *resumedTry // a previous process's trial
 		preset     *netcfg.Pending
 	}{
-		{name: "session back: confirmed", msg: &directorv1.ApplyNetwork{HostNetwork: doc}, net: fakeTrialNet{deadline: 5 * time.Second},
+		{name: "session back: confirmed", msg: &directorv1.ApplyNetwork{HostNetwork: doc}, net: fakeTrialNet{deadline: time.Minute},
 			upAfter: 50 * time.Millisecond, wantOK: true, confirmed: true, wantTrial: defaultTrial},
 		{name: "no session: the watchdog rolls back", msg: &directorv1.ApplyNetwork{HostNetwork: doc, TrialMs: 10_000},
 			net: fakeTrialNet{deadline: confirmMargin + 300*time.Millisecond, watchdog: true}, upAfter: -1,
@@ -149,8 +149,11 @@ func TestApplyNetworkTrial(t *testing.T) {
 			upAfter: 10 * time.Millisecond, noteErr: errors.New("disk full"), rolledBack: true, wantTrial: defaultTrial},
 		{name: "a try pending", msg: &directorv1.ApplyNetwork{HostNetwork: doc}, net: fakeTrialNet{applyErr: &netcfg.TryPendingError{}},
 			wantErr: netcfg.ErrTryPending, wantTrial: defaultTrial},
-		{name: "resumed, ours pending: confirmed", resumed: &resumedTry{ID: try, Deadline: time.Now().Add(5 * time.Second)},
-			preset: &netcfg.Pending{ID: try, Deadline: time.Now().Add(5 * time.Second)}, upAfter: 10 * time.Millisecond, wantOK: true, confirmed: true},
+		// the cases that confirm have deadlines far off: the table is made
+		// before the parallel subtests run, which on a loaded CI machine
+		// took over 3 s (deadline - confirmMargin) once
+		{name: "resumed, ours pending: confirmed", resumed: &resumedTry{ID: try, Deadline: time.Now().Add(time.Minute)},
+			preset: &netcfg.Pending{ID: try, Deadline: time.Now().Add(time.Minute)}, upAfter: 10 * time.Millisecond, wantOK: true, confirmed: true},
 		{name: "resumed, ours pending, no session: watchdog", resumed: &resumedTry{ID: try, Deadline: time.Now().Add(confirmMargin + 300*time.Millisecond)},
 			preset: &netcfg.Pending{ID: try, Deadline: time.Now().Add(confirmMargin + 300*time.Millisecond)}, net: fakeTrialNet{watchdog: true}, upAfter: -1,
 			wantReason: directorv1.TaskFailureReason_TASK_FAILURE_REASON_ROLLED_BACK},
