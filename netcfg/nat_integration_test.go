@@ -737,6 +737,11 @@ exit 0
 	if !slices.Equal(addrs, []string{"192.0.2.7"}) {
 		t.Errorf("probe.test.example via %s = %q; want [192.0.2.7] from the host's resolver", gw, addrs)
 	}
+	// the upstream's log reaches upLog through exec's copier: the answer
+	// can come before the line does (failed so on a loaded CI machine)
+	for wait := time.Now().Add(3 * time.Second); !strings.Contains(upLog.String(), "probe.test.example") && time.Now().Before(wait); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	if !strings.Contains(upLog.String(), "probe.test.example") {
 		t.Errorf("the host's resolver was not asked for probe.test.example")
 	}
