@@ -20,7 +20,7 @@
 //     port; the agents reconnect by themselves and answer the Resync.
 //     Figure: the restart to the count back at 50,000 (target < 30 s).
 //   - failover: a 3-member etcd cluster of member processes (built from
-//     director/etcdstore/etcdtest/etcd with go build, or -etcd), two
+//     scripts/etcdmember with go build, or -etcd), two
 //     replicas sharing one --ca-kek-file, 1000 agents rotating between
 //     them as the agent does (loadgen Options.Addrs); kill -9 of the
 //     replica holding about half. Figure: p50/p99 of the kill to each of

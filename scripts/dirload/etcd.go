@@ -31,7 +31,7 @@ func buildEtcd(ctx context.Context, bin, dir string) (string, error) {
 		return bin, nil
 	}
 	out := filepath.Join(dir, "etcd")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./director/etcdstore/etcdtest/etcd")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./scripts/etcdmember")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("go build the etcd member (run dirload from the repository root, or pass -etcd): %w", err)

@@ -38,7 +38,7 @@ func main() {
 	periods := flag.String("periods", "10s,1s", "heartbeat periods to measure")
 	mode := flag.String("mode", "all", "what to measure: sessions (enrolment, heartbeats), dispatch (task dispatch latency), all (both), resync (inventory rebuilt after the director's etcd data loss), failover (agents moving between two replicas over a 3-member etcd cluster) or scale (heartbeats across two replicas)")
 	vms := flag.Int("vms", 50, "resync: VMs per simulated agent")
-	etcdBin := flag.String("etcd", "", "failover, scale: an etcd member binary (default: built from director/etcdstore/etcdtest/etcd with go build)")
+	etcdBin := flag.String("etcd", "", "failover, scale: an etcd member binary (default: built from scripts/etcdmember with go build)")
 	scaleN := flag.Int("scale-n", 10000, "scale: simulated agents (-n is for the other modes)")
 	tasks := flag.Int("tasks", 2000, "dispatch: tasks to run")
 	taskInFlight := flag.Int("task-inflight", 4, "dispatch: tasks in flight")

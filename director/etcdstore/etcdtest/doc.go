@@ -1,5 +1,5 @@
 // Package etcdtest runs a real etcd cluster as member processes for tests:
-// the etcd server code our module links (./etcd, etcdmain at go.mod's
+// the etcd server code our module links (scripts/etcdmember, etcdmain at go.mod's
 // version), built once per test binary, with members on loopback ports and
 // data in temporary directories. Tests kill members with SIGKILL and
 // restart them to see what quorum loss and leader changes do to the

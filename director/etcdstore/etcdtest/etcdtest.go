@@ -21,7 +21,7 @@ import (
 )
 
 // pkg is the member command's import path, built with `go build`.
-const pkg = "github.com/virtcon/virtcon/director/etcdstore/etcdtest/etcd"
+const pkg = "github.com/virtcon/virtcon/scripts/etcdmember"
 
 var (
 	buildOnce sync.Once
