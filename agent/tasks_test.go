@@ -120,12 +120,26 @@ func (f *fakeSessions) Session(ctx context.Context, st *connect.BidiStream[direc
 	f.send, f.cut = send, cut
 	f.notify()
 	f.mu.Unlock()
-	var sendMu sync.Mutex
+	// Sends are serialised and none is made once the handler has returned
+	// (the receiving goroutine acks heartbeats; a Send racing connect's
+	// Close of the stream is a data race), as in the director.
+	var (
+		sendMu   sync.Mutex
+		returned bool
+	)
 	out := func(m *directorv1.SessionResponse) error {
 		sendMu.Lock()
 		defer sendMu.Unlock()
+		if returned {
+			return errors.New("session over")
+		}
 		return st.Send(m)
 	}
+	defer func() {
+		sendMu.Lock()
+		returned = true
+		sendMu.Unlock()
+	}()
 	if err := out(&directorv1.SessionResponse{Msg: &directorv1.SessionResponse_Registered{Registered: &directorv1.Registered{
 		NodeId: testNodeID, HeartbeatIntervalMs: 50, ReportIntervalMs: 60000, Directors: f.directors}}}); err != nil {
 		return err
