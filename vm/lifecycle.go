@@ -239,7 +239,7 @@ func (m *Manager) launchFor(vm *VirtualMachine, accel string) (Launch, error) {
 		AgentSock: m.runPath(uid, agentSockName),
 		SerialLog: m.SerialLogPath(uid),
 	}
-	for _, sock := range []string{l.QMPSocket, l.EvtSocket, l.Serial, l.AgentSock} {
+	for _, sock := range []string{l.QMPSocket, l.EvtSocket, l.Serial, l.AgentSock, m.runPath(uid, vncSockName)} {
 		if len(sock) > MaxSocketPath {
 			return l, &SocketPathError{Path: sock, Len: len(sock)}
 		}
@@ -248,7 +248,13 @@ func (m *Manager) launchFor(vm *VirtualMachine, accel string) (Launch, error) {
 		l.Kernel, l.Initrd, l.Cmdline = b.Kernel, b.Initrd, b.Cmdline
 	}
 	for _, d := range vm.Spec.Disks {
-		l.Disks = append(l.Disks, LaunchDisk{Path: m.diskPath(uid, d.Name), Format: "qcow2"})
+		l.Disks = append(l.Disks, LaunchDisk{Name: d.Name, Path: m.diskPath(uid, d.Name), Format: "qcow2"})
+	}
+	if c := vm.Spec.CDROM; c != nil {
+		l.CDROM = &LaunchCDROM{ISO: c.ISO}
+	}
+	if vm.Spec.Display == DisplayVNC {
+		l.VNC = m.runPath(uid, vncSockName)
 	}
 	for i, n := range vm.Spec.Network {
 		bridge := n.Bridge
@@ -296,7 +302,7 @@ func (m *Manager) ensureVars(l Launch) error {
 
 // cleanRuntime removes sockets and the pidfile; logs stay.
 func (m *Manager) cleanRuntime(uid string) {
-	for _, n := range []string{pidFileName, qmpSockName, evtSockName, serialName, agentSockName} {
+	for _, n := range []string{pidFileName, qmpSockName, evtSockName, serialName, agentSockName, vncSockName} {
 		os.Remove(m.runPath(uid, n))
 	}
 }

@@ -147,6 +147,7 @@ const (
 	evtSockName   = "qmp-events.sock"
 	serialName    = "serial.sock"
 	agentSockName = "qga.sock"
+	vncSockName   = "vnc.sock"
 	// the console's lock and its holder record (who is attached)
 	consoleLockName   = "console.lock"
 	consoleHolderName = "console.json"

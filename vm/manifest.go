@@ -52,6 +52,13 @@ type Spec struct {
 	Boot      *Boot      `json:"boot,omitempty" yaml:"boot,omitempty"`
 	CloudInit *CloudInit `json:"cloudInit,omitempty" yaml:"cloudInit,omitempty"`
 	Network   []NIC      `json:"network,omitempty" yaml:"network,omitempty"`
+	// CDROM is a CD drive with an ISO (an installer): it boots after the
+	// disks, so a blank disk falls through to it (vm cdrom eject/insert).
+	CDROM *CDROM `json:"cdrom,omitempty" yaml:"cdrom,omitempty"`
+	// Display: "" or none (serial console only), or vnc (a VGA adapter
+	// and a VNC server on a unix socket under the VM's run dir: virt vm
+	// display).
+	Display string `json:"display,omitempty" yaml:"display,omitempty"`
 	// Autostart: `virt host boot` starts the VM (docs/host.md).
 	Autostart bool `json:"autostart" yaml:"autostart"`
 	// Startup orders the starts at boot. Not under spec.boot, which is
@@ -98,6 +105,19 @@ type Boot struct {
 	Initrd  string `json:"initrd,omitempty" yaml:"initrd,omitempty"`
 	Cmdline string `json:"cmdline,omitempty" yaml:"cmdline,omitempty"`
 }
+
+// CDROM is the VM's CD drive.
+type CDROM struct {
+	// ISO is the absolute path of an ISO 9660 image on the host, attached
+	// read-only; "" is an empty drive (ejected).
+	ISO string `json:"iso,omitempty" yaml:"iso,omitempty"`
+}
+
+// Display values.
+const (
+	DisplayNone = "none"
+	DisplayVNC  = "vnc"
+)
 
 // CloudInit is the NoCloud seed. UserData is a secret: never logged.
 type CloudInit struct {
