@@ -865,7 +865,7 @@ func TestLaunchFor(t *testing.T) {
 	if l.OVMFCode != filepath.Join(ovmf, "OVMF_CODE_4M.fd") || l.OVMFVars != filepath.Join(root, "var/lib/virtcon/vms", uid, "OVMF_VARS.fd") {
 		t.Errorf("firmware: got %q %q; want the 4M code and the VM's vars", l.OVMFCode, l.OVMFVars)
 	}
-	if len(l.Disks) != 1 || l.Disks[0] != (LaunchDisk{Path: m.diskPath(uid, "root"), Format: "qcow2"}) {
+	if len(l.Disks) != 1 || l.Disks[0] != (LaunchDisk{Name: "root", Path: m.diskPath(uid, "root"), Format: "qcow2"}) {
 		t.Errorf("disks: got %+v; want the root overlay", l.Disks)
 	}
 	checkArgs(t, l, l.Args())

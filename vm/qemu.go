@@ -25,12 +25,12 @@ type Launch struct {
 	CDROM *LaunchCDROM
 	// VNC is the VNC server's unix socket (spec.display: vnc), with a
 	// VGA adapter and a USB tablet; "" for no display.
-	VNC string
-	Kernel    string
-	Initrd    string
-	Cmdline   string
-	MAC       string      // user-mode NIC's MAC, when NICs is empty
-	NICs      []LaunchNIC // TAP NICs on host bridges
+	VNC     string
+	Kernel  string
+	Initrd  string
+	Cmdline string
+	MAC     string      // user-mode NIC's MAC, when NICs is empty
+	NICs    []LaunchNIC // TAP NICs on host bridges
 
 	nicBridges []string // the bridge of each NIC, for creating its TAP
 
@@ -88,10 +88,14 @@ func DiskDeviceID(name string) string { return "blk-" + name }
 
 // NICDeviceID is the NIC's device id, made from its MAC (a NIC has no
 // name; its MAC is unique on the VM and stays when another NIC goes).
-func NICDeviceID(mac string) string { return "nic-" + strings.ReplaceAll(strings.ToLower(mac), ":", "") }
+func NICDeviceID(mac string) string {
+	return "nic-" + strings.ReplaceAll(strings.ToLower(mac), ":", "")
+}
 
 // NICNetdevID is the NIC's netdev (TAP backend) id.
-func NICNetdevID(mac string) string { return "net-" + strings.ReplaceAll(strings.ToLower(mac), ":", "") }
+func NICNetdevID(mac string) string {
+	return "net-" + strings.ReplaceAll(strings.ToLower(mac), ":", "")
+}
 
 // portID is the root port of a cold-plugged device.
 func portID(deviceID string) string { return "rp-" + deviceID }
@@ -199,7 +203,9 @@ func (l Launch) Args() []string {
 			"-device", "VGA",
 			"-device", "qemu-xhci,id=usb",
 			"-device", "usb-tablet,bus=usb.0",
-			"-vnc", "unix:"+escapeOpt(l.VNC))
+			// vnc= is explicit: the implied key would read a path
+			// holding '=' as key=value (as -qmp's path=)
+			"-vnc", "vnc=unix:"+escapeOpt(l.VNC))
 	}
 	if l.Incoming != "" {
 		a = append(a, "-incoming", l.Incoming)

@@ -41,6 +41,7 @@ var qemuFlags = map[string]argSpec{
 	"-drive":   {hasArg: true, opts: true},
 	"-device":  {hasArg: true, opts: true, implied: "driver"},
 	"-netdev":  {hasArg: true, opts: true, implied: "type"},
+	"-vnc":     {hasArg: true, opts: true, implied: "vnc"},
 }
 
 // parseQemuOpts reads a QemuOpts string the way QEMU's
@@ -153,11 +154,30 @@ func wantArgs(l Launch) []qemuArg {
 			o("-drive", "if", "pflash", "format", "raw", "unit", "0", "readonly", "on", "file", l.OVMFCode),
 			o("-drive", "if", "pflash", "format", "raw", "unit", "1", "file", l.OVMFVars))
 	}
+	// every disk and TAP NIC on its own root port, chassis numbered in
+	// argv order, the free hot-plug ports after them
+	chassis := 0
+	port := func(dev string) string {
+		chassis++
+		w = append(w, o("-device", "driver", "pcie-root-port", "id", "rp-"+dev, "chassis", strconv.Itoa(chassis), "bus", "pcie.0"))
+		return "rp-" + dev
+	}
 	for i, d := range l.Disks {
-		id := "disk" + strconv.Itoa(i)
+		drive, dev := "disk-"+d.Name, "blk-"+d.Name
+		bus := port(dev)
 		w = append(w,
-			o("-drive", "file", d.Path, "format", d.Format, "if", "none", "id", id, "discard", "unmap"),
-			o("-device", "driver", "virtio-blk-pci", "drive", id, "bootindex", strconv.Itoa(i+1)))
+			o("-drive", "file", d.Path, "format", d.Format, "if", "none", "id", drive, "discard", "unmap"),
+			o("-device", "driver", "virtio-blk-pci", "drive", drive, "id", dev, "bus", bus, "serial", d.Name, "bootindex", strconv.Itoa(i+1)))
+	}
+	if c := l.CDROM; c != nil {
+		drive := o("-drive", "if", "none", "id", "cdrom", "media", "cdrom", "readonly", "on")
+		if c.ISO != "" {
+			drive = o("-drive", "file", c.ISO, "format", "raw", "if", "none", "id", "cdrom", "media", "cdrom", "readonly", "on")
+		}
+		w = append(w,
+			o("-device", "driver", "virtio-scsi-pci", "id", "cdscsi"),
+			drive,
+			o("-device", "driver", "scsi-cd", "bus", "cdscsi.0", "drive", "cdrom", "id", "cd0", "bootindex", strconv.Itoa(len(l.Disks)+1)))
 	}
 	if l.Seed != "" {
 		w = append(w,
@@ -170,9 +190,35 @@ func wantArgs(l Launch) []qemuArg {
 		o("-chardev", "backend", "socket", "id", "qga0", "path", l.AgentSock, "server", "on", "wait", "off"),
 		o("-device", "driver", "virtio-serial-pci", "id", "vser0"),
 		o("-device", "driver", "virtserialport", "bus", "vser0.0", "chardev", "qga0", "name", "org.qemu.guest_agent.0"),
-		o("-netdev", "type", "user", "id", "net0"),
-		o("-device", "driver", "virtio-net-pci", "netdev", "net0", "romfile", "", "mac", l.MAC),
 	)
+	if len(l.NICs) == 0 {
+		w = append(w,
+			o("-netdev", "type", "user", "id", "net0"),
+			o("-device", "driver", "virtio-net-pci", "netdev", "net0", "romfile", "", "mac", l.MAC))
+	}
+	for _, n := range l.NICs {
+		model := "virtio-net-pci"
+		if n.Model == "e1000" {
+			model = "e1000"
+		}
+		hex := strings.ReplaceAll(strings.ToLower(n.MAC), ":", "")
+		dev, netdev := "nic-"+hex, "net-"+hex
+		bus := port(dev)
+		w = append(w,
+			o("-netdev", "type", "tap", "id", netdev, "ifname", n.TAP, "script", "no", "downscript", "no"),
+			o("-device", "driver", model, "netdev", netdev, "id", dev, "bus", bus, "romfile", "", "mac", n.MAC))
+	}
+	for i := range 4 {
+		chassis++
+		w = append(w, o("-device", "driver", "pcie-root-port", "id", "rp-hp"+strconv.Itoa(i), "chassis", strconv.Itoa(chassis), "bus", "pcie.0"))
+	}
+	if l.VNC != "" {
+		w = append(w,
+			o("-device", "driver", "VGA"),
+			o("-device", "driver", "qemu-xhci", "id", "usb"),
+			o("-device", "driver", "usb-tablet", "bus", "usb.0"),
+			o("-vnc", "vnc", "unix:"+l.VNC))
+	}
 	if l.Kernel != "" {
 		w = append(w, r("-kernel", l.Kernel))
 		if l.Initrd != "" {
@@ -232,7 +278,7 @@ func testLaunch(dir string) Launch {
 	return Launch{
 		UID: testUID, Name: "web", CPUs: 2, MemoryMiB: 1024, Machine: "q35", Accel: "tcg", Firmware: "uefi",
 		OVMFCode: "/usr/share/OVMF/OVMF_CODE_4M.fd", OVMFVars: dir + "/state/OVMF_VARS.fd",
-		Disks:   []LaunchDisk{{Path: dir + "/state/disk-root.qcow2", Format: "qcow2"}, {Path: dir + "/state/disk-data.qcow2", Format: "qcow2"}},
+		Disks:   []LaunchDisk{{Name: "root", Path: dir + "/state/disk-root.qcow2", Format: "qcow2"}, {Name: "data", Path: dir + "/state/disk-data.qcow2", Format: "qcow2"}},
 		Seed:    dir + "/state/seed.iso",
 		MAC:     "52:54:00:01:02:03",
 		PIDFile: dir + "/run/qemu.pid", QMPSocket: dir + "/run/qmp.sock", EvtSocket: dir + "/run/qmp-events.sock",
@@ -251,6 +297,16 @@ func TestLaunchArgs(t *testing.T) {
 	kernelOnly.Initrd, kernelOnly.Cmdline = "", ""
 	initrdNoKernel := uefi
 	initrdNoKernel.Initrd, initrdNoKernel.Cmdline = "/boot/initrd.img", "quiet"
+	tap := testLaunch(d)
+	tap.NICs = []LaunchNIC{{TAP: "vt-web-0", MAC: "52:54:00:AA:BB:01", Model: "virtio"}, {TAP: "vt-web-1", MAC: "52:54:00:aa:bb:02", Model: "e1000"}}
+	cdrom := testLaunch(d)
+	cdrom.CDROM = &LaunchCDROM{ISO: "/isos/debian,12.iso"}
+	cdromEmpty := bios
+	cdromEmpty.Kernel, cdromEmpty.Initrd, cdromEmpty.Cmdline = "", "", ""
+	cdromEmpty.Disks = []LaunchDisk{{Name: "root", Path: d + "/state/disk-root.qcow2", Format: "qcow2"}}
+	cdromEmpty.CDROM = &LaunchCDROM{}
+	vnc := testLaunch(d)
+	vnc.VNC = d + "/run/vnc.sock"
 
 	common := [][2]string{
 		{"-uuid", testUID},
@@ -268,6 +324,8 @@ func TestLaunchArgs(t *testing.T) {
 		{"-chardev", "socket,id=qga0,path=" + d + "/run/qga.sock,server=on,wait=off"},
 		{"-device", "virtio-serial-pci,id=vser0"},
 		{"-device", "virtserialport,bus=vser0.0,chardev=qga0,name=org.qemu.guest_agent.0"},
+	}
+	userNIC := [][2]string{
 		{"-netdev", "user,id=net0"},
 		{"-device", "virtio-net-pci,netdev=net0,romfile=,mac=52:54:00:01:02:03"},
 	}
@@ -286,15 +344,45 @@ func TestLaunchArgs(t *testing.T) {
 			{"-accel", "tcg"}, {"-cpu", "max"},
 			{"-drive", "if=pflash,format=raw,unit=0,readonly=on,file=/usr/share/OVMF/OVMF_CODE_4M.fd"},
 			{"-drive", "if=pflash,format=raw,unit=1,file=" + d + "/state/OVMF_VARS.fd"},
-			{"-drive", "file=" + d + "/state/disk-root.qcow2,format=qcow2,if=none,id=disk0,discard=unmap"},
-			{"-device", "virtio-blk-pci,drive=disk0,bootindex=1"},
-			{"-drive", "file=" + d + "/state/disk-data.qcow2,format=qcow2,if=none,id=disk1,discard=unmap"},
-			{"-device", "virtio-blk-pci,drive=disk1,bootindex=2"},
+			{"-device", "pcie-root-port,id=rp-blk-root,chassis=1,bus=pcie.0"},
+			{"-drive", "file=" + d + "/state/disk-root.qcow2,format=qcow2,if=none,id=disk-root,discard=unmap"},
+			{"-device", "virtio-blk-pci,drive=disk-root,id=blk-root,bus=rp-blk-root,serial=root,bootindex=1"},
+			{"-device", "pcie-root-port,id=rp-blk-data,chassis=2,bus=pcie.0"},
+			{"-drive", "file=" + d + "/state/disk-data.qcow2,format=qcow2,if=none,id=disk-data,discard=unmap"},
+			{"-device", "virtio-blk-pci,drive=disk-data,id=blk-data,bus=rp-blk-data,serial=data,bootindex=2"},
 			{"-drive", "file=" + d + "/state/seed.iso,format=raw,if=none,id=seed,media=cdrom,readonly=on"},
 			{"-device", "virtio-scsi-pci,id=seedscsi"},
 			{"-device", "scsi-cd,bus=seedscsi.0,drive=seed"},
-		}, []string{"-kernel", "-initrd", "-append", "ide-cd", "ide.", "ahci"}},
+			{"-device", "pcie-root-port,id=rp-hp0,chassis=3,bus=pcie.0"},
+			{"-device", "pcie-root-port,id=rp-hp3,chassis=6,bus=pcie.0"},
+		}, []string{"-kernel", "-initrd", "-append", "ide-cd", "ide.", "ahci", "cdscsi", "-vnc", "VGA", "usb"}},
 		{"initrd without kernel is ignored", initrdNoKernel, nil, []string{"-kernel", "-initrd", "-append"}},
+		{"tap nics", tap, [][2]string{
+			{"-device", "pcie-root-port,id=rp-nic-525400aabb01,chassis=3,bus=pcie.0"},
+			{"-netdev", "tap,id=net-525400aabb01,ifname=vt-web-0,script=no,downscript=no"},
+			{"-device", "virtio-net-pci,netdev=net-525400aabb01,id=nic-525400aabb01,bus=rp-nic-525400aabb01,romfile=,mac=52:54:00:AA:BB:01"},
+			{"-device", "pcie-root-port,id=rp-nic-525400aabb02,chassis=4,bus=pcie.0"},
+			{"-netdev", "tap,id=net-525400aabb02,ifname=vt-web-1,script=no,downscript=no"},
+			{"-device", "e1000,netdev=net-525400aabb02,id=nic-525400aabb02,bus=rp-nic-525400aabb02,romfile=,mac=52:54:00:aa:bb:02"},
+			{"-device", "pcie-root-port,id=rp-hp0,chassis=5,bus=pcie.0"},
+		}, []string{"user,id=net0"}},
+		{"cdrom with iso", cdrom, [][2]string{
+			{"-device", "virtio-scsi-pci,id=cdscsi"},
+			{"-drive", "file=/isos/debian,,12.iso,format=raw,if=none,id=cdrom,media=cdrom,readonly=on"},
+			{"-device", "scsi-cd,bus=cdscsi.0,drive=cdrom,id=cd0,bootindex=3"},
+		}, nil},
+		{"cdrom empty", cdromEmpty, [][2]string{
+			{"-device", "virtio-scsi-pci,id=cdscsi"},
+			{"-drive", "if=none,id=cdrom,media=cdrom,readonly=on"},
+			{"-device", "scsi-cd,bus=cdscsi.0,drive=cdrom,id=cd0,bootindex=2"},
+		}, []string{"file=/isos"}},
+		{"display vnc", vnc, [][2]string{
+			{"-display", "none"},
+			{"-device", "VGA"},
+			{"-device", "qemu-xhci,id=usb"},
+			{"-device", "usb-tablet,bus=usb.0"},
+			{"-vnc", "vnc=unix:" + d + "/run/vnc.sock"},
+		}, []string{"tcp", "0.0.0.0", "5900"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,7 +392,11 @@ func TestLaunchArgs(t *testing.T) {
 			for i := 0; i+1 < len(argv); i++ {
 				pairs[[2]string{argv[i], argv[i+1]}]++
 			}
-			for _, p := range append(slices.Clone(common), tt.want...) {
+			want := append(slices.Clone(common), tt.want...)
+			if len(tt.l.NICs) == 0 {
+				want = append(want, userNIC...)
+			}
+			for _, p := range want {
 				if pairs[p] == 0 {
 					t.Errorf("argv: got no %s %q; want it\nargv %q", p[0], p[1], argv)
 				}
@@ -440,7 +532,10 @@ func TestLaunchArgsInjection(t *testing.T) {
 			l.Name = s
 			l.OVMFCode = s
 			l.Kernel, l.Initrd, l.Cmdline = s, s+"/initrd", s
-			l.Disks = append(l.Disks, LaunchDisk{Path: s, Format: "raw"})
+			l.Disks = append(l.Disks, LaunchDisk{Name: "extra", Path: s, Format: "raw"})
+			l.CDROM = &LaunchCDROM{ISO: s}
+			l.VNC = s
+			l.NICs = []LaunchNIC{{TAP: s, MAC: "52:54:00:00:00:09", Model: "virtio"}}
 			checkArgs(t, l, l.Args())
 			bios := l
 			bios.Firmware, bios.Accel = "bios", "kvm"
@@ -462,7 +557,9 @@ func FuzzLaunchArgs(f *testing.F) {
 		l.OVMFCode = path + "code"
 		l.Seed = path
 		l.Kernel, l.Initrd, l.Cmdline = path, path, name
-		l.Disks = append(l.Disks, LaunchDisk{Path: path, Format: "raw"})
+		l.Disks = append(l.Disks, LaunchDisk{Name: "extra", Path: path, Format: "raw"})
+		l.CDROM = &LaunchCDROM{ISO: path}
+		l.VNC = path
 		checkArgs(t, l, l.Args())
 		bios := l
 		bios.Firmware, bios.Accel, bios.Disks = "bios", "kvm", nil
@@ -530,5 +627,88 @@ func TestMACFor(t *testing.T) {
 			}
 			seen[got] = key
 		}
+	}
+}
+
+// TestLaunchArgsPorts: every disk and TAP NIC sits on a PCIe root port of
+// its own, defined before it (QEMU creates devices in argv order), with
+// unique ids and chassis numbers, and the HotplugPorts free ports carry no
+// device: hot-plug (device_add bus=rp-hpN) and hot-unplug need exactly that.
+func TestLaunchArgsPorts(t *testing.T) {
+	t.Parallel()
+	withNICs := testLaunch("/v")
+	withNICs.NICs = []LaunchNIC{{TAP: "vt0", MAC: "52:54:00:00:00:01", Model: "virtio"}, {TAP: "vt1", MAC: "52:54:00:00:00:02", Model: "e1000"}}
+	withNICs.CDROM = &LaunchCDROM{ISO: "/i.iso"}
+	bare := testLaunch("/v")
+	bare.Disks, bare.Seed = nil, ""
+	tests := []struct {
+		name      string
+		l         Launch
+		wantPorts int
+	}{
+		{"disks and tap nics", withNICs, 2 + 2 + HotplugPorts},
+		{"no disks, user nic", bare, HotplugPorts},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			args, err := parseArgv(tt.l.Args())
+			if err != nil {
+				t.Fatal(err)
+			}
+			ports := map[string]bool{}   // port id -> used by a device
+			chassis := map[string]bool{} // chassis numbers seen
+			ids := map[string]bool{}
+			for _, a := range args {
+				if a.Flag != "-device" && a.Flag != "-netdev" && a.Flag != "-drive" {
+					continue
+				}
+				m := map[string]string{}
+				for _, kv := range a.Opts {
+					m[kv[0]] = kv[1]
+				}
+				if id := m["id"]; id != "" {
+					key := a.Flag + " " + id
+					if ids[key] {
+						t.Errorf("%s id %q: got it twice; want unique", a.Flag, id)
+					}
+					ids[key] = true
+				}
+				if a.Flag != "-device" {
+					continue
+				}
+				if m["driver"] == "pcie-root-port" {
+					if m["bus"] != "pcie.0" || chassis[m["chassis"]] {
+						t.Errorf("root port %q: bus %q chassis %q; want pcie.0 and a chassis of its own", m["id"], m["bus"], m["chassis"])
+					}
+					chassis[m["chassis"]] = true
+					ports[m["id"]] = false
+					continue
+				}
+				switch m["driver"] {
+				case "virtio-blk-pci", "virtio-net-pci", "e1000":
+					if m["netdev"] == "net0" {
+						break // the user-mode NIC: not hot-pluggable
+					}
+					used, ok := ports[m["bus"]]
+					switch {
+					case !ok:
+						t.Errorf("device %q: bus %q; want a root port defined before it", m["id"], m["bus"])
+					case used:
+						t.Errorf("device %q: port %q already taken; want one each", m["id"], m["bus"])
+					}
+					ports[m["bus"]] = true
+				}
+			}
+			if len(ports) != tt.wantPorts {
+				t.Errorf("root ports: got %d (%v); want %d", len(ports), ports, tt.wantPorts)
+			}
+			for i := range HotplugPorts {
+				id := "rp-hp" + strconv.Itoa(i)
+				if used, ok := ports[id]; !ok || used {
+					t.Errorf("free port %s: defined %v, used %v; want defined and free", id, ok, used)
+				}
+			}
+		})
 	}
 }
