@@ -23,12 +23,15 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 		startupOrder                                 int
 		startupDelay                                 time.Duration
 		labels, networks                             []string
+		sshKeys                                      []string
+		sshUser                                      string
 	)
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a VM from flags (the imperative form of virt apply)",
 		Example: `  virt vm create t1 --kernel build/guest/vmlinuz --initrd build/guest/initrd.img --memory 256 --start
   virt vm create web --image debian-12 --disk 20G --cpus 2 --memory 2G --cloud-init-user-data user.yaml --network default --start
+  virt vm create web --image debian-12 --ssh-key ~/.ssh/id_ed25519.pub --user ops --network default --start
   virt vm create db --image debian-12 --network bridge=br0 --network default --memory 4G`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -96,6 +99,9 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 				}
 				v.Spec.CloudInit = &vm.CloudInit{UserData: string(b)}
 			}
+			if err := addSSHAccess(v, sshKeys, sshUser); err != nil {
+				return err
+			}
 			if start {
 				fmt.Fprintf(env.IO.ErrOut, "creating and starting %s…\n", args[0])
 			}
@@ -126,6 +132,8 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	f.StringVar(&initrd, "initrd", "", "initramfs for direct boot")
 	f.StringVar(&cmdline, "cmdline", "", "kernel command line for direct boot (default console=ttyS0)")
 	f.StringVar(&userData, "cloud-init-user-data", "", "cloud-init user data file for the NoCloud seed (never logged)")
+	f.StringArrayVar(&sshKeys, "ssh-key", nil, "an SSH public key file (id_ed25519.pub) whose keys cloud-init authorises (repeatable; merged into --cloud-init-user-data)")
+	f.StringVar(&sshUser, "user", "", "with --ssh-key: the user cloud-init makes for the keys (sudo without a password); default: the image's default user")
 	f.StringVar(&accel, "accel", "auto", "accelerator: auto (kvm only when the host probe proved it works), kvm or tcg")
 	f.StringVar(&firmware, "firmware", "", "uefi or bios (default uefi; bios with --kernel)")
 	f.BoolVar(&start, "start", false, "start the VM once created")
