@@ -126,9 +126,9 @@ func RunChecks(ctx context.Context, inv *Inventory, opts CheckOptions) *Report {
 	add(k.iommuFirmware(), k.iommuKernel())
 	add(k.passthrough()...)
 	add(k.hugepages())
-	add(k.devNode("dev.tun", "dev/net/tun", Fail, "modprobe tun (bridged and NAT VM NICs need TAP devices)"),
-		k.devNode("dev.vhost-net", "dev/vhost-net", Warn, "modprobe vhost_net (without it virtio-net runs in QEMU's userspace, slower)"),
-		k.devNode("dev.vhost-vsock", "dev/vhost-vsock", Warn, "modprobe vhost_vsock (needed only for host<->guest vsock channels)"))
+	for _, n := range miscNodes {
+		add(k.devNode(n))
+	}
 	add(k.cgroup(), k.scopes())
 	qemu := k.qemu(ctx)
 	add(qemu, k.ovmf())
@@ -513,35 +513,6 @@ func sizeName(kib uint64) string {
 		return fmt.Sprintf("%dM", kib/1024)
 	}
 	return fmt.Sprintf("%dK", kib)
-}
-
-func (k *checker) devNode(id, rel string, missing Status, hint string) Check {
-	c := Check{ID: id}
-	p := k.h.path(rel)
-	if _, err := os.Stat(p); err != nil {
-		if isPermission(err) && k.needsRoot() {
-			c.Status, c.Detail = Unknown, "needs root: cannot stat "+p
-			return c
-		}
-		c.Status, c.Detail, c.Hint = missing, p+" does not exist", hint
-		return c
-	}
-	if !k.h.live() {
-		c.Status, c.Detail = Pass, p+" exists"
-		return c
-	}
-	fd, err := unix.Open(p, unix.O_RDWR|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
-	if err != nil {
-		if (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)) && k.needsRoot() {
-			c.Status, c.Detail = Unknown, fmt.Sprintf("needs root: %s is not accessible to uid %d", p, k.euid)
-			return c
-		}
-		c.Status, c.Detail, c.Hint = missing, "open "+p+": "+err.Error(), hint
-		return c
-	}
-	unix.Close(fd)
-	c.Status, c.Detail = Pass, p+" opens read-write"
-	return c
 }
 
 func (k *checker) cgroup() Check {
