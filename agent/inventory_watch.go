@@ -14,7 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	directorv1 "github.com/virtcon/virtcon/api/directorv1"
-	"github.com/virtcon/virtcon/qmp"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -25,8 +24,10 @@ import (
 //     its sockets appear when QEMU starts, the pidfile goes at a stop);
 //   - per running MANAGED VM one connection to its QMP events socket (the
 //     second -qmp socket; a QMP socket serves one client, and the agent is
-//     this one's only reader): STOP, RESUME, SUSPEND, SHUTDOWN give the
-//     live phase, and its end says the process is gone.
+//     this one's reader: `virt vm events` reads the third, the watch
+//     socket), through vm.FollowEvents, the reader `virt vm events` uses:
+//     STOP, RESUME, SUSPEND, SHUTDOWN give the live phase, and its end
+//     says the process is gone.
 //
 // Each of these marks one VM; marked VMs are looked at again (Peek, not
 // QMP) coalesceWindow later and what changed goes out as one delta.
@@ -439,54 +440,30 @@ func (w *watcher) dialIfThere(ctx context.Context, uid string) {
 // tried again for eventsDialFor, while the socket is there.
 func (w *watcher) readEvents(ctx context.Context, uid, sock string) {
 	iv := w.iv
-	var es *qmp.EventStream
-	var err error
-	for giveUp := time.Now().Add(eventsDialFor); time.Now().Before(giveUp); {
-		dctx, cancel := context.WithTimeout(ctx, eventsDialTimeout)
-		es, err = qmp.DialEvents(dctx, sock, qmp.Options{Logger: iv.log, Timeout: eventsDialTimeout})
-		cancel()
-		if err == nil || ctx.Err() != nil {
-			break
-		}
-		if _, serr := os.Stat(sock); serr != nil {
-			break // the socket went: QEMU stopped
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(200 * time.Millisecond):
+	// What happened before the connection is asked once connected, when
+	// every later event is buffered: applied after this answer, they
+	// leave the phase as QEMU has it.
+	connected := func() {
+		iv.log.Debug("inventory: following qmp events", "vm", uid)
+		if _, e, err := iv.vms.Get(ctx, uid); err == nil && e != nil && e.Class == vm.ClassManaged && e.PID > 0 && e.Message == "" {
+			iv.setPhase(uid, e.Phase)
+			iv.mark(uid)
 		}
 	}
+	err := vm.FollowEvents(ctx, sock, uid, "", vm.FollowOptions{Logger: iv.log, DialFor: eventsDialFor, DialTimeout: eventsDialTimeout, Connected: connected},
+		func(ev vm.Event) {
+			phase, ok := eventPhase(ev.Event)
+			if !ok {
+				return // POWERDOWN, RESET, ...: no phase of their own
+			}
+			iv.setPhase(uid, phase)
+			iv.mark(uid)
+		})
 	if err != nil {
 		if ctx.Err() == nil {
 			iv.log.Debug("inventory: qmp events", "vm", uid, "err", err)
 		}
 		return
-	}
-	defer es.Close()
-	iv.log.Debug("inventory: following qmp events", "vm", uid)
-	stop := context.AfterFunc(ctx, func() { es.Close() })
-	defer stop()
-	// What happened before the connection is asked once, now that every
-	// later event is buffered on es: applied after this answer, they
-	// leave the phase as QEMU has it.
-	if _, e, err := iv.vms.Get(ctx, uid); err == nil && e != nil && e.Class == vm.ClassManaged && e.PID > 0 && e.Message == "" {
-		iv.setPhase(uid, e.Phase)
-		iv.mark(uid)
-	}
-	for ev := range es.C() {
-		switch ev.Event {
-		case "STOP", "SUSPEND":
-			iv.setPhase(uid, vm.PhasePaused)
-		case "RESUME", "WAKEUP":
-			iv.setPhase(uid, vm.PhaseRunning)
-		case "SHUTDOWN":
-			iv.setPhase(uid, vm.PhaseShuttingDown)
-		case "GUEST_PANICKED":
-			iv.setPhase(uid, vm.PhaseError)
-		default:
-			continue // POWERDOWN, RESET, ...: no phase of their own
-		}
-		iv.mark(uid)
 	}
 	// the stream ended: QEMU is gone (or ctx ended)
 	iv.setPhase(uid, "")
@@ -496,6 +473,21 @@ func (w *watcher) readEvents(ctx context.Context, uid, sock string) {
 		t := time.AfterFunc(time.Second, func() { iv.mark(uid) })
 		context.AfterFunc(ctx, func() { t.Stop() })
 	}
+}
+
+// eventPhase is the live phase a QMP event gives, if any.
+func eventPhase(event string) (string, bool) {
+	switch event {
+	case "STOP", "SUSPEND":
+		return vm.PhasePaused, true
+	case "RESUME", "WAKEUP":
+		return vm.PhaseRunning, true
+	case "SHUTDOWN":
+		return vm.PhaseShuttingDown, true
+	case "GUEST_PANICKED":
+		return vm.PhaseError, true
+	}
+	return "", false
 }
 
 // close stops every events reader and the inotify instance, once ctx

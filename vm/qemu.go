@@ -41,9 +41,12 @@ type Launch struct {
 	PIDFile   string
 	QMPSocket string
 	EvtSocket string
-	Serial    string
-	SerialLog string
-	AgentSock string
+	// WatchSocket is a third QMP socket for `virt vm events` (the agent's
+	// inventory holds EvtSocket; a QMP socket serves one client); "" none.
+	WatchSocket string
+	Serial      string
+	SerialLog   string
+	AgentSock   string
 }
 
 // LaunchNIC is one NIC on a TAP device.
@@ -126,6 +129,9 @@ func (l Launch) Args() []string {
 		"-chardev", "socket,id=serial0,path=" + escapeOpt(l.Serial) + ",server=on,wait=off,logfile=" + escapeOpt(l.SerialLog) + ",logappend=on",
 		"-serial", "chardev:serial0",
 		"-msg", "timestamp=on",
+	}
+	if l.WatchSocket != "" {
+		a = append(a, "-qmp", "unix:path="+escapeOpt(l.WatchSocket)+",server=on,wait=off")
 	}
 	if l.Accel == "kvm" {
 		a = append(a, "-cpu", "host")

@@ -1,0 +1,218 @@
+package vm
+
+import (
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// statLine is a /proc stat line with the given comm, utime, stime and
+// starttime (the rest zeros).
+func statLine(pid int, comm string, utime, stime, start int) string {
+	f := []any{pid, comm, utime, stime, start}
+	return fmtStat(f...)
+}
+
+func fmtStat(f ...any) string {
+	// pid (comm) S ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime cstime prio nice threads itreal starttime vsize rss
+	return fmt.Sprintf("%d (%s) S 1 1 1 0 -1 4194560 10 0 0 0 %d %d 0 0 20 0 5 0 %d 1000 100\n", f...)
+}
+
+func TestParseProcStat(t *testing.T) {
+	tests := []struct {
+		name    string
+		line    string
+		want    procStat
+		wantErr bool
+	}{
+		{"qemu", statLine(4242, "qemu-system-x86", 150, 50, 9000), procStat{comm: "qemu-system-x86", utime: 150, stime: 50, start: 9000}, false},
+		{"vcpu thread with space and slash", statLine(4243, "CPU 0/TCG", 7, 1, 9001), procStat{comm: "CPU 0/TCG", utime: 7, stime: 1, start: 9001}, false},
+		{"comm with parens", statLine(1, "a) (b", 1, 2, 3), procStat{comm: "a) (b", utime: 1, stime: 2, start: 3}, false},
+		{"no comm", "4242 S 1 2 3", procStat{}, true},
+		{"short", "4242 (x) S 1 2 3\n", procStat{}, true},
+		{"not a number", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 zz 1 0 0 20 0 1 0 5 0 0\n", procStat{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseProcStat([]byte(tt.line))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("parseProcStat(%q) error %v; want error %v", tt.line, err, tt.wantErr)
+			}
+			if got != tt.want {
+				t.Errorf("parseProcStat(%q) = %+v; want %+v", tt.line, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestCPUPercent(t *testing.T) {
+	tests := []struct {
+		name          string
+		before, after uint64
+		elapsed       time.Duration
+		want          float64
+		ok            bool
+	}{
+		{"one core busy", 1000, 1025, 250 * time.Millisecond, 100, true},
+		{"idle", 1000, 1000, time.Second, 0, true},
+		{"two cores", 0, 400, 2 * time.Second, 200, true},
+		{"half a core", 10, 60, time.Second, 50, true},
+		{"no window", 5, 6, 0, 0, false},
+		{"counter went back", 6, 5, time.Second, 0, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := cpuPercent(tt.before, tt.after, tt.elapsed)
+			if ok != tt.ok || math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("cpuPercent(%d, %d, %s) = %v, %v; want %v, %v", tt.before, tt.after, tt.elapsed, got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestVCPUIndex(t *testing.T) {
+	tests := []struct {
+		comm string
+		want int
+		ok   bool
+	}{
+		{"CPU 0/TCG", 0, true},
+		{"CPU 3/KVM", 3, true},
+		{"CPU 1/HVF", 0, false},
+		{"qemu-system-x86", 0, false},
+		{"CPU x/KVM", 0, false},
+		{"worker", 0, false},
+	}
+	for _, tt := range tests {
+		got, ok := vcpuIndex(tt.comm)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("vcpuIndex(%q) = %d, %v; want %d, %v", tt.comm, got, ok, tt.want, tt.ok)
+		}
+	}
+}
+
+func TestParseVmRSS(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    int64
+		wantErr bool
+	}{
+		{"normal", "Name:\tqemu\nVmPeak:\t  900 kB\nVmRSS:\t   123456 kB\nThreads:\t5\n", 123456 * 1024, false},
+		{"kernel thread", "Name:\tkthreadd\nThreads:\t1\n", 0, true},
+		{"bad unit", "VmRSS:\t12 MB\n", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseVmRSS([]byte(tt.in))
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("parseVmRSS = %d, %v; want %d, error %v", got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestApplyBlockStats(t *testing.T) {
+	st := Stats{Disks: []DiskStats{{Name: "root"}, {Name: "data"}}}
+	var blk []blockStats
+	add := func(dev string, rd, wr, rops, wops int64) {
+		var b blockStats
+		b.Device = dev
+		b.Stats.RdBytes, b.Stats.WrBytes, b.Stats.RdOperations, b.Stats.WrOperations = rd, wr, rops, wops
+		blk = append(blk, b)
+	}
+	add("disk-root", 100, 200, 3, 4)
+	add("cdrom", 5, 0, 1, 0)
+	applyBlockStats(&st, blk)
+	want := []DiskStats{
+		{Name: "root", Known: true, ReadBytes: 100, WriteBytes: 200, ReadOps: 3, WriteOps: 4},
+		{Name: "data"}, // not in QMP's answer: unknown
+		{Name: "cdrom", Known: true, ReadBytes: 5, ReadOps: 1},
+	}
+	if len(st.Disks) != len(want) {
+		t.Fatalf("disks = %+v; want %+v", st.Disks, want)
+	}
+	for i := range want {
+		if st.Disks[i] != want[i] {
+			t.Errorf("disk %d = %+v; want %+v", i, st.Disks[i], want[i])
+		}
+	}
+}
+
+// TestCPUSampleThreads reads a fixture /proc: the process total and the
+// vCPU threads by their names, other threads left out.
+func TestCPUSampleThreads(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, s string) {
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("77/stat", statLine(77, "qemu-system-x86", 300, 100, 5000))
+	write("77/task/77/stat", statLine(77, "qemu-system-x86", 20, 10, 5000))
+	write("77/task/78/stat", statLine(78, "CPU 0/TCG", 200, 50, 5001))
+	write("77/task/79/stat", statLine(79, "CPU 1/TCG", 60, 20, 5001))
+	write("77/task/80/stat", statLine(80, "worker", 20, 20, 5002))
+	s, err := procFS{root: root}.cpuSample(77)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.total != 400 || s.start != 5000 {
+		t.Errorf("total %d start %d; want 400 5000", s.total, s.start)
+	}
+	want := map[int]threadTicks{0: {tid: 78, ticks: 250}, 1: {tid: 79, ticks: 80}}
+	if len(s.vcpus) != len(want) {
+		t.Fatalf("vcpus = %+v; want %+v", s.vcpus, want)
+	}
+	for i, w := range want {
+		if s.vcpus[i] != w {
+			t.Errorf("vcpu %d = %+v; want %+v", i, s.vcpus[i], w)
+		}
+	}
+	if _, err := (procFS{root: root}).cpuSample(78); err == nil {
+		t.Error("cpuSample of a pid without /proc entry: no error")
+	}
+}
+
+// TestSamplerWindow: the first reading of a process has no CPU %, the
+// second the use between them; a reused PID (another starttime) starts
+// again.
+func TestSamplerWindow(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "9"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	set := func(ticks, start int) {
+		if err := os.WriteFile(filepath.Join(root, "9/stat"), []byte(statLine(9, "qemu-system-x86", ticks, 0, start)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := &Manager{proc: procFS{root: root}}
+	s := m.NewStatsSampler()
+	set(100, 1)
+	var st Stats
+	st.UID = "u"
+	s.cpu(&st, 9)
+	if st.CPUKnown {
+		t.Fatalf("first reading: CPU known (%v); want unknown", st.CPUPercent)
+	}
+	time.Sleep(50 * time.Millisecond)
+	set(105, 1) // 5 ticks = 50 ms of CPU in about 50 ms
+	s.cpu(&st, 9)
+	if !st.CPUKnown || st.CPUPercent < 40 || st.CPUPercent > 110 {
+		t.Errorf("second reading: %v known %v; want about 100", st.CPUPercent, st.CPUKnown)
+	}
+	st = Stats{UID: "u"}
+	set(3, 2) // another process on the PID
+	s.cpu(&st, 9)
+	if st.CPUKnown {
+		t.Errorf("reused pid: CPU known (%v); want unknown", st.CPUPercent)
+	}
+}
