@@ -231,15 +231,16 @@ func (m *Manager) launchFor(vm *VirtualMachine, accel string) (Launch, error) {
 	l := Launch{
 		UID: uid, Name: vm.Metadata.Name, CPUs: vm.Spec.CPUs, MemoryMiB: vm.Spec.MemoryMiB,
 		Machine: vm.Spec.Machine, Accel: accel, Firmware: vm.Spec.Firmware, MAC: MACFor(uid, 0),
-		Seed:      filepath.Join(m.layout().VMStateDir(uid), "seed.iso"),
-		PIDFile:   m.runPath(uid, pidFileName),
-		QMPSocket: m.runPath(uid, qmpSockName),
-		EvtSocket: m.runPath(uid, evtSockName),
-		Serial:    m.runPath(uid, serialName),
-		AgentSock: m.runPath(uid, agentSockName),
-		SerialLog: m.SerialLogPath(uid),
+		Seed:        filepath.Join(m.layout().VMStateDir(uid), "seed.iso"),
+		PIDFile:     m.runPath(uid, pidFileName),
+		QMPSocket:   m.runPath(uid, qmpSockName),
+		EvtSocket:   m.runPath(uid, evtSockName),
+		WatchSocket: m.runPath(uid, watchSockName),
+		Serial:      m.runPath(uid, serialName),
+		AgentSock:   m.runPath(uid, agentSockName),
+		SerialLog:   m.SerialLogPath(uid),
 	}
-	for _, sock := range []string{l.QMPSocket, l.EvtSocket, l.Serial, l.AgentSock, m.runPath(uid, vncSockName)} {
+	for _, sock := range []string{l.QMPSocket, l.EvtSocket, l.WatchSocket, l.Serial, l.AgentSock, m.runPath(uid, vncSockName)} {
 		if len(sock) > MaxSocketPath {
 			return l, &SocketPathError{Path: sock, Len: len(sock)}
 		}
@@ -302,7 +303,7 @@ func (m *Manager) ensureVars(l Launch) error {
 
 // cleanRuntime removes sockets and the pidfile; logs stay.
 func (m *Manager) cleanRuntime(uid string) {
-	for _, n := range []string{pidFileName, qmpSockName, evtSockName, serialName, agentSockName, vncSockName} {
+	for _, n := range []string{pidFileName, qmpSockName, evtSockName, watchSockName, serialName, agentSockName, vncSockName} {
 		os.Remove(m.runPath(uid, n))
 	}
 }
