@@ -252,6 +252,12 @@ func (m *Manager) launchFor(vm *VirtualMachine, accel string) (Launch, error) {
 		l.Disks = append(l.Disks, LaunchDisk{Name: d.Name, Path: m.diskPath(uid, d.Name), Format: "qcow2"})
 	}
 	if c := vm.Spec.CDROM; c != nil {
+		if c.ISO != "" {
+			// checked at admission, and again here: the file may be gone
+			if fe := isoFieldError(c.ISO, checkISO); fe != nil {
+				return l, invalid(fe)
+			}
+		}
 		l.CDROM = &LaunchCDROM{ISO: c.ISO}
 	}
 	if vm.Spec.Display == DisplayVNC {
@@ -414,8 +420,15 @@ func (m *Manager) Resume(ctx context.Context, ref string) error {
 var ErrRunning = errors.New("is running")
 
 // Delete removes a VM: its spec, disks, seed, runtime files and logs.
-// A running VM is refused unless force, which kills it first.
+// A running VM is refused unless force, which kills it first; a VM with
+// snapshots is refused (*HasSnapshotsError): DeleteWith WithSnapshots.
 func (m *Manager) Delete(ctx context.Context, ref string, force bool) error {
+	return m.DeleteWith(ctx, ref, DeleteOptions{Force: force})
+}
+
+// DeleteWith is Delete with options.
+func (m *Manager) DeleteWith(ctx context.Context, ref string, o DeleteOptions) error {
+	force := o.Force
 	vm, err := m.find(ref)
 	if err != nil {
 		return err
@@ -431,10 +444,21 @@ func (m *Manager) Delete(ctx context.Context, ref string, force bool) error {
 	}
 	defer l.Release()
 	uid := vm.Metadata.UID
-	if pid := m.livePID(uid); pid > 0 {
-		if !force {
-			return &RunningError{Name: vm.Metadata.Name, Op: "delete", PID: pid}
+	pid := m.livePID(uid)
+	if pid > 0 && !force {
+		return &RunningError{Name: vm.Metadata.Name, Op: "delete", PID: pid}
+	}
+	if !o.WithSnapshots {
+		// snapshots live in the disks: fail closed when they cannot be read
+		names, err := m.snapshotNamesLocked(ctx, vm)
+		if err != nil {
+			return fmt.Errorf("vm %q: delete: cannot tell whether it has snapshots: %w", vm.Metadata.Name, err)
 		}
+		if len(names) > 0 {
+			return &HasSnapshotsError{VM: vm.Metadata.Name, Snapshots: names}
+		}
+	}
+	if pid > 0 {
 		if err := m.killVerified(pid, uid); err != nil {
 			return fmt.Errorf("vm %q: delete: %w", vm.Metadata.Name, err)
 		}

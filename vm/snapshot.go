@@ -1,0 +1,817 @@
+package vm
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/virtcon/virtcon/internal/atomicfile"
+	"github.com/virtcon/virtcon/internal/revert"
+	"github.com/virtcon/virtcon/qmp"
+)
+
+// Snapshots are qcow2 internal snapshots, one tag on every disk of the
+// VM: the qcow2 files are the truth (what List reads), and a small record
+// in the VM's state directory (snapshots.json) says what the files cannot:
+// which disks a snapshot was taken of (a disk added since has no tag, one
+// removed since is gone) and how much disk data it held when taken.
+//
+// While the VM runs they are made through QMP: disk-only in one
+// transaction of blockdev-snapshot-internal-sync with the guest paused
+// for the moment it takes, so every disk is cut at the same instant; with
+// memory by QEMU's snapshot-save job (RAM and device state into the first
+// disk). While it is stopped, with qemu-img snapshot under the VM's lock.
+
+// SnapshotOptions tune CreateSnapshot.
+type SnapshotOptions struct {
+	// Memory also saves RAM and device state (the VM must run): a restore
+	// resumes the guest where it was.
+	Memory bool
+}
+
+// Snapshot is one snapshot of a VM.
+type Snapshot struct {
+	Name      string    `json:"name" yaml:"name"`
+	CreatedAt time.Time `json:"createdAt" yaml:"createdAt"`
+	// SizeBytes is the RAM and device state saved (memory snapshots) plus
+	// the disk data allocated when it was taken (what the snapshot holds
+	// at most; shared with the live disk until the guest overwrites it).
+	SizeBytes int64 `json:"sizeBytes" yaml:"sizeBytes"`
+	Memory    bool  `json:"memory" yaml:"memory"`
+	// Disks are the disks (spec.disks[].name) the snapshot was taken of.
+	Disks []string `json:"disks" yaml:"disks"`
+}
+
+// RestoreOptions tune RestoreSnapshot.
+type RestoreOptions struct {
+	// Force restores a running VM: a disk-only snapshot powers it off
+	// (no shutdown: its disks go back in time), restores and starts it
+	// again; a memory snapshot is loaded into it in place.
+	Force bool
+}
+
+// DeleteOptions tune DeleteWith.
+type DeleteOptions struct {
+	// Force kills a running VM first.
+	Force bool
+	// WithSnapshots deletes a VM that has snapshots (they live in its
+	// disks and go with them).
+	WithSnapshots bool
+}
+
+const (
+	snapshotsFile   = "snapshots.json"
+	snapshotsFormat = 1
+	// snapshotJobTimeout bounds a snapshot-save/load job when ctx has no
+	// deadline (RAM is written to the disk: seconds per GiB).
+	snapshotJobTimeout = 10 * time.Minute
+)
+
+var snapshotNameRE = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9._-]{0,61}[A-Za-z0-9])?$`)
+
+// ValidateSnapshotName checks a snapshot name: 1-63 letters, digits, '.',
+// '_' or '-', starting with a letter (qcow2 also finds snapshots by their
+// numeric id: a name never looks like one) and ending with a letter or
+// digit.
+func ValidateSnapshotName(name string) *FieldError {
+	if !snapshotNameRE.MatchString(name) {
+		return fieldErr("snapshot", name, "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter and ending with a letter or digit")
+	}
+	return nil
+}
+
+// snapshotRecord is what snapshots.json keeps of one snapshot.
+type snapshotRecord struct {
+	CreatedAt time.Time `json:"createdAt"`
+	Memory    bool      `json:"memory"`
+	Disks     []string  `json:"disks"`
+	DiskBytes int64     `json:"diskBytes"`
+}
+
+type snapshotMeta struct {
+	Format    int                       `json:"format"`
+	Snapshots map[string]snapshotRecord `json:"snapshots"`
+}
+
+func (m *Manager) snapshotsPath(uid string) string {
+	return filepath.Join(m.layout().VMStateDir(uid), snapshotsFile)
+}
+
+// readSnapshotMeta reads snapshots.json; none is an empty record. One
+// that cannot be read is an error: a restore must not guess the layout.
+func (m *Manager) readSnapshotMeta(uid string) (snapshotMeta, error) {
+	meta := snapshotMeta{Format: snapshotsFormat, Snapshots: map[string]snapshotRecord{}}
+	b, err := os.ReadFile(m.snapshotsPath(uid))
+	if errors.Is(err, os.ErrNotExist) {
+		return meta, nil
+	}
+	if err != nil {
+		return meta, fmt.Errorf("snapshot record: %w", err)
+	}
+	if err := json.Unmarshal(b, &meta); err != nil {
+		return meta, fmt.Errorf("snapshot record %s: %w", m.snapshotsPath(uid), err)
+	}
+	if meta.Format != snapshotsFormat {
+		return meta, fmt.Errorf("snapshot record %s: format %d, want %d", m.snapshotsPath(uid), meta.Format, snapshotsFormat)
+	}
+	if meta.Snapshots == nil {
+		meta.Snapshots = map[string]snapshotRecord{}
+	}
+	return meta, nil
+}
+
+func (m *Manager) writeSnapshotMeta(uid string, meta snapshotMeta) error {
+	meta.Format = snapshotsFormat
+	b, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.Write(m.snapshotsPath(uid), append(b, '\n'), 0o600)
+}
+
+// qcowSnapshot is one entry of a qcow2 snapshot table, as qemu-img info
+// and QMP query-block report it.
+type qcowSnapshot struct {
+	Name        string `json:"name"`
+	VMStateSize int64  `json:"vm-state-size"`
+	DateSec     int64  `json:"date-sec"`
+	DateNsec    int64  `json:"date-nsec"`
+}
+
+// qmpBlock is the part of a query-block entry snapshots need.
+type qmpBlock struct {
+	Device   string `json:"device"`
+	Inserted *struct {
+		NodeName string `json:"node-name"`
+		Image    struct {
+			ActualSize int64          `json:"actual-size"`
+			Snapshots  []qcowSnapshot `json:"snapshots"`
+		} `json:"image"`
+	} `json:"inserted"`
+}
+
+// qmpJob is the part of a query-jobs entry runJob needs.
+type qmpJob struct {
+	ID     string `json:"id"`
+	Status string `json:"status"`
+	Error  string `json:"error"`
+}
+
+// diskState is one disk of the VM as read now.
+type diskState struct {
+	disk   string // spec.disks[].name
+	path   string
+	node   string // running: the QEMU node of its image
+	actual int64  // allocated bytes
+	snaps  []qcowSnapshot
+}
+
+func (d diskState) has(tag string) (qcowSnapshot, bool) {
+	for _, s := range d.snaps {
+		if s.Name == tag {
+			return s, true
+		}
+	}
+	return qcowSnapshot{}, false
+}
+
+// readDisks reads every disk's snapshot table: from the running QEMU
+// (mon) or from the files. Any disk that cannot be read is an error.
+func (m *Manager) readDisks(ctx context.Context, vm *VirtualMachine, mon *qmp.Monitor) ([]diskState, error) {
+	uid := vm.Metadata.UID
+	out := make([]diskState, 0, len(vm.Spec.Disks))
+	if mon != nil {
+		var blocks []qmpBlock
+		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		err := mon.Execute(c, "query-block", nil, &blocks)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("QMP query-block: %w", err)
+		}
+		for _, d := range vm.Spec.Disks {
+			i := slices.IndexFunc(blocks, func(b qmpBlock) bool {
+				return b.Device == DiskDriveID(d.Name) && b.Inserted != nil
+			})
+			if i < 0 {
+				return nil, fmt.Errorf("disk %q: not attached to the running QEMU (no block device %s)", d.Name, DiskDriveID(d.Name))
+			}
+			in := blocks[i].Inserted
+			out = append(out, diskState{disk: d.Name, path: m.diskPath(uid, d.Name), node: in.NodeName, actual: in.Image.ActualSize, snaps: in.Image.Snapshots})
+		}
+		return out, nil
+	}
+	img, err := m.qemuImg()
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range vm.Spec.Disks {
+		p := m.diskPath(uid, d.Name)
+		var info struct {
+			Format     string         `json:"format"`
+			ActualSize int64          `json:"actual-size"`
+			Snapshots  []qcowSnapshot `json:"snapshots"`
+		}
+		b, err := qemuImgOut(ctx, img, "info", "--output=json", "-U", p)
+		if err != nil {
+			return nil, fmt.Errorf("disk %q: %w", d.Name, err)
+		}
+		if err := json.Unmarshal(b, &info); err != nil {
+			return nil, fmt.Errorf("disk %q: qemu-img info %s: %w", d.Name, p, err)
+		}
+		if info.Format != "qcow2" {
+			return nil, fmt.Errorf("disk %q: %s is %s, not qcow2: no snapshots", d.Name, p, info.Format)
+		}
+		out = append(out, diskState{disk: d.Name, path: p, actual: info.ActualSize, snaps: info.Snapshots})
+	}
+	return out, nil
+}
+
+func qemuImgOut(ctx context.Context, bin string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return out, nil
+}
+
+// assembleSnapshots joins the disks' tables with the record: every tag on
+// any disk is a snapshot; the record adds the disks it was taken of.
+func assembleSnapshots(disks []diskState, meta snapshotMeta) []Snapshot {
+	byName := map[string]*Snapshot{}
+	var order []string
+	for _, d := range disks {
+		for _, s := range d.snaps {
+			snap, ok := byName[s.Name]
+			if !ok {
+				snap = &Snapshot{Name: s.Name, CreatedAt: time.Unix(s.DateSec, s.DateNsec).UTC()}
+				byName[s.Name] = snap
+				order = append(order, s.Name)
+			}
+			snap.Disks = append(snap.Disks, d.disk)
+			if s.VMStateSize > 0 {
+				snap.Memory = true
+				snap.SizeBytes += s.VMStateSize
+			}
+		}
+	}
+	out := make([]Snapshot, 0, len(order))
+	for _, n := range order {
+		s := byName[n]
+		if rec, ok := meta.Snapshots[n]; ok {
+			s.Disks = slices.Clone(rec.Disks)
+			s.SizeBytes += rec.DiskBytes
+		}
+		out = append(out, *s)
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
+	return out
+}
+
+// snapshotSession is what one snapshot operation reads under the lock.
+type snapshotSession struct {
+	vm    *VirtualMachine
+	pid   int
+	mon   *qmp.Monitor // nil when the VM is stopped
+	disks []diskState
+	meta  snapshotMeta
+	snaps []Snapshot
+}
+
+func (s *snapshotSession) close() {
+	if s.mon != nil {
+		s.mon.Close()
+	}
+}
+
+func (s *snapshotSession) find(name string) (Snapshot, bool) {
+	for _, sn := range s.snaps {
+		if sn.Name == name {
+			return sn, true
+		}
+	}
+	return Snapshot{}, false
+}
+
+// openSnapshots reads the VM's snapshots under its lock (held by the
+// caller): from QMP while it runs, from the files while it is stopped.
+func (m *Manager) openSnapshots(ctx context.Context, vm *VirtualMachine) (*snapshotSession, error) {
+	s := &snapshotSession{vm: vm, pid: m.livePID(vm.Metadata.UID)}
+	if s.pid > 0 {
+		dctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+		mon, err := m.dialQMP(dctx, vm.Metadata.UID)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("QMP: %w", err)
+		}
+		s.mon = mon
+	}
+	var err error
+	if s.meta, err = m.readSnapshotMeta(vm.Metadata.UID); err != nil {
+		s.close()
+		return nil, err
+	}
+	if s.disks, err = m.readDisks(ctx, vm, s.mon); err != nil {
+		s.close()
+		return nil, err
+	}
+	s.snaps = assembleSnapshots(s.disks, s.meta)
+	return s, nil
+}
+
+// ListSnapshots lists the VM's snapshots, oldest first, read from its
+// disks (a disk that cannot be read is an error, not an empty list).
+func (m *Manager) ListSnapshots(ctx context.Context, ref string) ([]Snapshot, error) {
+	vm, l, err := m.lockedVM(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+	s, err := m.openSnapshots(ctx, vm)
+	if err != nil {
+		return nil, fmt.Errorf("vm %q: snapshots: %w", vm.Metadata.Name, err)
+	}
+	defer s.close()
+	return s.snaps, nil
+}
+
+// CreateSnapshot takes a snapshot of every disk of the VM, all at the
+// same instant; with o.Memory also of its RAM and device state (the VM
+// must run). A failure on any disk removes what was made on the others,
+// and a paused guest runs again as it did.
+func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o SnapshotOptions) (*Snapshot, error) {
+	if fe := ValidateSnapshotName(name); fe != nil {
+		return nil, invalid(fe)
+	}
+	vm, l, err := m.lockedVM(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	defer l.Release()
+	vmName, uid := vm.Metadata.Name, vm.Metadata.UID
+	fail := func(err error) error { return fmt.Errorf("vm %q: snapshot %q: %w", vmName, name, err) }
+	if len(vm.Spec.Disks) == 0 {
+		return nil, fail(errors.New("the VM has no disks"))
+	}
+	s, err := m.openSnapshots(ctx, vm)
+	if err != nil {
+		return nil, fail(err)
+	}
+	defer s.close()
+	if _, ok := s.find(name); ok {
+		return nil, &SnapshotExistsError{VM: vmName, Name: name}
+	}
+	if o.Memory && s.mon == nil {
+		return nil, fail(fmt.Errorf("a memory snapshot needs the VM running: %w", ErrNotRunning))
+	}
+	if s.mon != nil && m.anySaved(uid) {
+		// as qmpOp: the guest runs on after this, a saved state is spent
+		if err := m.spendSaved(uid); err != nil {
+			return nil, fail(fmt.Errorf("remove the stale saved state first: %w", err))
+		}
+	}
+	r := revert.New()
+	defer r.Fail()
+	start := time.Now()
+	switch {
+	case o.Memory:
+		err = m.snapshotMemory(ctx, s, name, r)
+	case s.mon != nil:
+		err = m.snapshotLive(ctx, s, name, r)
+	default:
+		err = m.snapshotFiles(ctx, s, name, r)
+	}
+	if err != nil {
+		return nil, fail(err)
+	}
+	took := time.Since(start)
+	var diskBytes int64
+	names := make([]string, 0, len(s.disks))
+	for _, d := range s.disks {
+		diskBytes += d.actual
+		names = append(names, d.disk)
+	}
+	// read back what the disks now say: the truth List will show
+	disks, err := m.readDisks(ctx, vm, s.mon)
+	if err != nil {
+		return nil, fail(err)
+	}
+	rec := snapshotRecord{CreatedAt: time.Now().UTC(), Memory: o.Memory, Disks: names, DiskBytes: diskBytes}
+	s.meta.Snapshots[name] = rec
+	if err := m.writeSnapshotMeta(uid, s.meta); err != nil {
+		return nil, fail(err)
+	}
+	r.Success()
+	for _, sn := range assembleSnapshots(disks, s.meta) {
+		if sn.Name == name {
+			m.log.Info("snapshot created", "vm", vmName, "snapshot", name, "memory", o.Memory, "running", s.mon != nil, "took", took)
+			return &sn, nil
+		}
+	}
+	return nil, fail(errors.New("the snapshot is not on the disks after it was made"))
+}
+
+// snapshotLive snapshots the disks of a running QEMU in one transaction
+// (all or none), the guest paused meanwhile.
+func (m *Manager) snapshotLive(ctx context.Context, s *snapshotSession, name string, r *revert.Stack) error {
+	mon := s.mon
+	resume, err := pauseGuest(ctx, mon)
+	if err != nil {
+		return err
+	}
+	type action struct {
+		Type string         `json:"type"`
+		Data map[string]any `json:"data"`
+	}
+	actions := make([]action, 0, len(s.disks))
+	for _, d := range s.disks {
+		actions = append(actions, action{Type: "blockdev-snapshot-internal-sync", Data: map[string]any{"device": DiskDriveID(d.disk), "name": name}})
+	}
+	c, cancel := context.WithTimeout(ctx, qmpTimeout)
+	err = mon.Execute(c, "transaction", map[string]any{"actions": actions}, nil)
+	cancel()
+	if rerr := resume(); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) || mon.Closed() {
+			// the transaction may have been done without an answer
+			m.deleteTagLive(context.WithoutCancel(ctx), s, name)
+		}
+		return fmt.Errorf("QMP transaction blockdev-snapshot-internal-sync: %w", err)
+	}
+	r.Add(func() error { m.deleteTagLive(context.WithoutCancel(ctx), s, name); return nil })
+	return nil
+}
+
+// pauseGuest stops a running guest's vCPUs; resume lets it run again
+// (nothing when it was not running).
+func pauseGuest(ctx context.Context, mon *qmp.Monitor) (resume func() error, err error) {
+	c, cancel := context.WithTimeout(ctx, qmpTimeout)
+	defer cancel()
+	st, err := mon.Status(c)
+	if err != nil {
+		return nil, fmt.Errorf("QMP query-status: %w", err)
+	}
+	if st.Status != "running" {
+		return func() error { return nil }, nil
+	}
+	if err := mon.Stop(c); err != nil {
+		return nil, fmt.Errorf("pause: %w", err)
+	}
+	return func() error {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
+		defer cancel()
+		if err := mon.Cont(c); err != nil {
+			return fmt.Errorf("resume the guest: %w", err)
+		}
+		return nil
+	}, nil
+}
+
+// deleteTagLive removes tag from every disk of the running QEMU that has
+// it (best effort: a revert).
+func (m *Manager) deleteTagLive(ctx context.Context, s *snapshotSession, tag string) {
+	for _, d := range s.disks {
+		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		err := s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": DiskDriveID(d.disk), "name": tag}, nil)
+		cancel()
+		var ce *qmp.CommandError
+		if err != nil && !errors.As(err, &ce) {
+			m.log.Warn("snapshot not removed from a disk", "vm", s.vm.Metadata.Name, "disk", d.disk, "snapshot", tag, "err", err)
+		}
+	}
+}
+
+// snapshotFiles snapshots the disks of a stopped VM with qemu-img; a
+// failure removes the tags already made.
+func (m *Manager) snapshotFiles(ctx context.Context, s *snapshotSession, name string, r *revert.Stack) error {
+	img, err := m.qemuImg()
+	if err != nil {
+		return err
+	}
+	for _, d := range s.disks {
+		if _, err := qemuImgOut(ctx, img, "snapshot", "-c", name, d.path); err != nil {
+			return fmt.Errorf("disk %q: %w", d.disk, err)
+		}
+		p := d.path
+		r.Add(func() error {
+			_, err := qemuImgOut(context.WithoutCancel(ctx), img, "snapshot", "-d", name, p)
+			return err
+		})
+	}
+	return nil
+}
+
+// snapshotMemory runs QEMU's snapshot-save job: RAM and device state into
+// the first disk, a tag on every disk. QEMU stops the guest for it and
+// lets it run again after.
+func (m *Manager) snapshotMemory(ctx context.Context, s *snapshotSession, name string, r *revert.Stack) error {
+	nodes := make([]string, 0, len(s.disks))
+	for _, d := range s.disks {
+		nodes = append(nodes, d.node)
+	}
+	err := m.runJob(ctx, s.mon, "snapshot-save", map[string]any{"tag": name, "vmstate": nodes[0], "devices": nodes})
+	if err != nil {
+		// a job that failed half way may have tagged some disks
+		m.deleteTagLive(context.WithoutCancel(ctx), s, name)
+		return err
+	}
+	r.Add(func() error { m.deleteTagLive(context.WithoutCancel(ctx), s, name); return nil })
+	return nil
+}
+
+// runJob starts a QMP job (snapshot-save/-load) and waits for it to end,
+// polling query-jobs; it returns the job's error.
+func (m *Manager) runJob(ctx context.Context, mon *qmp.Monitor, command string, args map[string]any) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, snapshotJobTimeout)
+		defer cancel()
+	}
+	id := fmt.Sprintf("virtcon-%s-%d", command, time.Now().UnixNano())
+	args["job-id"] = id
+	c, cancel := context.WithTimeout(ctx, qmpTimeout)
+	err := mon.Execute(c, command, args, nil)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("QMP %s: %w", command, err)
+	}
+	dismiss := func() {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
+		defer cancel()
+		if err := mon.Execute(c, "job-dismiss", map[string]any{"id": id}, nil); err != nil {
+			m.log.Debug("job not dismissed", "job", id, "err", err)
+		}
+	}
+	delay := 5 * time.Millisecond
+	for {
+		var jobs []qmpJob
+		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		err := mon.Execute(c, "query-jobs", nil, &jobs)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("QMP query-jobs (%s): %w", command, err)
+		}
+		i := slices.IndexFunc(jobs, func(j qmpJob) bool {
+			return j.ID == id
+		})
+		if i < 0 {
+			return fmt.Errorf("QMP %s: job %s vanished", command, id)
+		}
+		switch jobs[i].Status {
+		case "concluded", "null":
+			dismiss()
+			if jobs[i].Error != "" {
+				return fmt.Errorf("QMP %s: %s", command, jobs[i].Error)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			// a snapshot job cannot be cancelled: QEMU finishes it, and
+			// the caller's revert removes what it made
+			return fmt.Errorf("QMP %s: waiting for job %s: %w", command, id, ctx.Err())
+		case <-time.After(delay):
+		}
+		if delay < 50*time.Millisecond {
+			delay *= 2
+		}
+	}
+}
+
+// checkLayout refuses a snapshot not taken of exactly the VM's disks now,
+// or one some disk does not hold.
+func checkLayout(s *snapshotSession, snap Snapshot) error {
+	now := make([]string, 0, len(s.disks))
+	var missing []string
+	for _, d := range s.disks {
+		now = append(now, d.disk)
+		if _, ok := d.has(snap.Name); !ok {
+			missing = append(missing, d.disk)
+		}
+	}
+	then := slices.Clone(snap.Disks)
+	a, b := slices.Clone(then), slices.Clone(now)
+	slices.Sort(a)
+	slices.Sort(b)
+	if len(missing) > 0 || !slices.Equal(a, b) {
+		return &SnapshotLayoutError{VM: s.vm.Metadata.Name, Name: snap.Name, Then: then, Now: now, Missing: missing}
+	}
+	return nil
+}
+
+// vmstateNode is the node holding a memory snapshot's RAM.
+func vmstateNode(s *snapshotSession, tag string) string {
+	for _, d := range s.disks {
+		if sn, ok := d.has(tag); ok && sn.VMStateSize > 0 {
+			return d.node
+		}
+	}
+	return ""
+}
+
+// RestoreSnapshot brings the VM's disks (and, for a memory snapshot, its
+// RAM and devices) back to the snapshot. A running VM needs o.Force: a
+// disk-only snapshot powers it off at once, restores the disks and
+// starts it again; a memory snapshot is loaded into the running QEMU and
+// the guest resumes where it was. A stopped VM restored to a memory
+// snapshot is started, and resumes where the snapshot was taken.
+func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o RestoreOptions) error {
+	if fe := ValidateSnapshotName(name); fe != nil {
+		return invalid(fe)
+	}
+	vm, l, err := m.lockedVM(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	vmName, uid := vm.Metadata.Name, vm.Metadata.UID
+	fail := func(err error) error { return fmt.Errorf("vm %q: restore snapshot %q: %w", vmName, name, err) }
+	s, err := m.openSnapshots(ctx, vm)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { s.close() }()
+	snap, ok := s.find(name)
+	if !ok {
+		return &SnapshotNotFoundError{VM: vmName, Name: name}
+	}
+	if err := checkLayout(s, snap); err != nil {
+		return err
+	}
+	if s.pid > 0 && !o.Force {
+		return &RestoreRunningError{VM: vmName, Name: name, PID: s.pid, Memory: snap.Memory}
+	}
+	if s.pid == 0 && m.hasSaved(uid) {
+		return fail(errors.New("the VM has a saved state (virt vm save) that belongs to its disks as they are: start it, or throw the state away, first"))
+	}
+	start := time.Now()
+	if snap.Memory {
+		if s.mon == nil {
+			// the guest resumes from the snapshot, not from a boot
+			if err := m.startLocked(ctx, vm, StartOptions{}); err != nil {
+				return fail(fmt.Errorf("start to load the memory snapshot: %w", err))
+			}
+			s.close()
+			if s, err = m.openSnapshots(ctx, vm); err != nil {
+				return fail(err)
+			}
+		}
+		if m.anySaved(uid) {
+			if err := m.spendSaved(uid); err != nil {
+				return fail(fmt.Errorf("remove the stale saved state first: %w", err))
+			}
+		}
+		nodes := make([]string, 0, len(s.disks))
+		for _, d := range s.disks {
+			nodes = append(nodes, d.node)
+		}
+		if err := m.runJob(ctx, s.mon, "snapshot-load", map[string]any{"tag": name, "vmstate": vmstateNode(s, name), "devices": nodes}); err != nil {
+			return fail(err)
+		}
+		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		st, err := s.mon.Status(c)
+		cancel()
+		if err == nil {
+			vm.Status.Phase = phaseFromQMP(st.Status)
+			if err := m.store.save(vm); err != nil {
+				return fail(err)
+			}
+		}
+		m.log.Info("snapshot restored", "vm", vmName, "snapshot", name, "memory", true, "took", time.Since(start))
+		return nil
+	}
+	wasRunning := s.pid > 0
+	if wasRunning {
+		// the disks go back in time under the guest: no shutdown to wait for
+		s.close()
+		s.mon = nil
+		if err := m.powerOffLocked(ctx, vm, s.pid); err != nil {
+			return fail(err)
+		}
+	}
+	img, err := m.qemuImg()
+	if err != nil {
+		return fail(err)
+	}
+	for i, d := range s.disks {
+		if _, err := qemuImgOut(ctx, img, "snapshot", "-a", name, d.path); err != nil {
+			err = fmt.Errorf("disk %q: %w", d.disk, err)
+			if i > 0 {
+				err = fmt.Errorf("%w (disks before it were restored already)", err)
+			}
+			return fail(err)
+		}
+	}
+	if wasRunning {
+		if err := m.startLocked(ctx, vm, StartOptions{}); err != nil {
+			return fail(fmt.Errorf("restored; start again: %w", err))
+		}
+	}
+	m.log.Info("snapshot restored", "vm", vmName, "snapshot", name, "memory", false, "restarted", wasRunning, "took", time.Since(start))
+	return nil
+}
+
+// powerOffLocked ends the VM's QEMU at once (quit, then SIGKILL) under
+// the caller's lock; spec.running stays as it is.
+func (m *Manager) powerOffLocked(ctx context.Context, vm *VirtualMachine, pid int) error {
+	uid := vm.Metadata.UID
+	if st, _ := m.proc.state(pid); st != "T" {
+		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.Quit(ctx) }); err != nil {
+			m.log.Warn("QMP quit failed; killing", "vm", vm.Metadata.Name, "err", err)
+		}
+		if m.waitGone(ctx, pid, uid, 3*time.Second) {
+			pid = 0
+		}
+	}
+	if pid > 0 {
+		if err := m.killVerified(pid, uid); err != nil {
+			return err
+		}
+	}
+	m.cleanRuntime(uid)
+	m.deleteTAPs(ctx, vm)
+	vm.Status.Phase, vm.Status.PID = PhaseStopped, 0
+	return m.store.save(vm)
+}
+
+// DeleteSnapshot removes a snapshot from every disk that holds it, then
+// from the record.
+func (m *Manager) DeleteSnapshot(ctx context.Context, ref, name string) error {
+	if fe := ValidateSnapshotName(name); fe != nil {
+		return invalid(fe)
+	}
+	vm, l, err := m.lockedVM(ctx, ref)
+	if err != nil {
+		return err
+	}
+	defer l.Release()
+	vmName, uid := vm.Metadata.Name, vm.Metadata.UID
+	fail := func(err error) error { return fmt.Errorf("vm %q: delete snapshot %q: %w", vmName, name, err) }
+	s, err := m.openSnapshots(ctx, vm)
+	if err != nil {
+		return fail(err)
+	}
+	defer s.close()
+	if _, ok := s.find(name); !ok {
+		return &SnapshotNotFoundError{VM: vmName, Name: name}
+	}
+	img := ""
+	if s.mon == nil {
+		if img, err = m.qemuImg(); err != nil {
+			return fail(err)
+		}
+	}
+	for _, d := range s.disks {
+		if _, ok := d.has(name); !ok {
+			continue
+		}
+		if s.mon != nil {
+			c, cancel := context.WithTimeout(ctx, qmpTimeout)
+			err = s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": DiskDriveID(d.disk), "name": name}, nil)
+			cancel()
+		} else {
+			_, err = qemuImgOut(ctx, img, "snapshot", "-d", name, d.path)
+		}
+		if err != nil {
+			return fail(fmt.Errorf("disk %q: %w", d.disk, err))
+		}
+	}
+	if _, ok := s.meta.Snapshots[name]; ok {
+		delete(s.meta.Snapshots, name)
+		if err := m.writeSnapshotMeta(uid, s.meta); err != nil {
+			return fail(err)
+		}
+	}
+	m.log.Info("snapshot deleted", "vm", vmName, "snapshot", name)
+	return nil
+}
+
+// snapshotNamesLocked lists the snapshot names of a VM (lock held).
+func (m *Manager) snapshotNamesLocked(ctx context.Context, vm *VirtualMachine) ([]string, error) {
+	s, err := m.openSnapshots(ctx, vm)
+	if err != nil {
+		return nil, err
+	}
+	defer s.close()
+	names := make([]string, 0, len(s.snaps))
+	for _, sn := range s.snaps {
+		names = append(names, sn.Name)
+	}
+	return names, nil
+}

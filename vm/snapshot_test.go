@@ -1,0 +1,267 @@
+package vm
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestValidateSnapshotName(t *testing.T) {
+	long := strings.Repeat("a", 63)
+	for _, tc := range []struct {
+		name string
+		ok   bool
+	}{
+		{"before-upgrade", true},
+		{"s1", true},
+		{"v1.2_rc3", true},
+		{"A", true},
+		{long, true},
+		{long + "a", false},
+		{"", false},
+		{"1", false},       // a qcow2 id: qemu-img finds snapshots by id too
+		{"2024-01", false}, // starts with a digit
+		{"-x", false},
+		{"x-", false},
+		{"x.", false},
+		{"a b", false},
+		{"a/b", false},
+		{"a,b", false},
+		{"ü", false},
+	} {
+		fe := ValidateSnapshotName(tc.name)
+		if (fe == nil) != tc.ok {
+			t.Errorf("ValidateSnapshotName(%q) = %v; want ok %v", tc.name, fe, tc.ok)
+		}
+		if fe != nil && (!strings.Contains(fe.Error(), "snapshot") || !strings.Contains(fe.Error(), `"`+tc.name+`"`)) {
+			t.Errorf("ValidateSnapshotName(%q) = %q; want the field and the value named", tc.name, fe)
+		}
+	}
+}
+
+// snapshotManager is a test manager with the real qemu-img and a stopped
+// VM with two blank qcow2 disks.
+func snapshotManager(t *testing.T) (*Manager, *VirtualMachine) {
+	t.Helper()
+	img, err := exec.LookPath("qemu-img")
+	if err != nil {
+		t.Skip("qemu-img not installed (apt-get install qemu-utils)")
+	}
+	if _, err := exec.LookPath("qemu-io"); err != nil {
+		t.Skip("qemu-io not installed (apt-get install qemu-utils)")
+	}
+	m, _, _ := newTestManager(t)
+	m.opts.QEMUImg = img
+	v := kernelVM("snap", testKernel(t))
+	v.Spec.Disks = []Disk{{Name: "root", Size: "16M"}, {Name: "data", Size: "16M"}}
+	return m, mustCreate(t, m, v)
+}
+
+// snapIO runs one qemu-io command on a disk file.
+func snapIO(t *testing.T, path, command string) error {
+	t.Helper()
+	out, err := exec.Command("qemu-io", "-f", "qcow2", "-c", command, path).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "Pattern verification failed") || strings.Contains(string(out), "failed") {
+		return errors.New(strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+func snapImgCheck(t *testing.T, path string) {
+	t.Helper()
+	if out, err := exec.Command("qemu-img", "check", "-q", path).CombinedOutput(); err != nil {
+		t.Errorf("qemu-img check %s: %v: %s", path, err, out)
+	}
+}
+
+// A stopped VM's snapshot is taken of every disk with qemu-img, listed
+// from the files, restored (the data written before it is back on every
+// disk) and deleted; names taken and bad names are refused.
+func TestSnapshotStoppedLifecycle(t *testing.T) {
+	m, v := snapshotManager(t)
+	ctx := context.Background()
+	root, data := m.diskPath(v.Metadata.UID, "root"), m.diskPath(v.Metadata.UID, "data")
+	for _, p := range []string{root, data} {
+		if err := snapIO(t, p, "write -P 0x41 0 64k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	snap, err := m.CreateSnapshot(ctx, "snap", "before", SnapshotOptions{})
+	if err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+	if snap.Name != "before" || snap.Memory || !slices.Equal(snap.Disks, []string{"root", "data"}) || snap.SizeBytes <= 0 || snap.CreatedAt.IsZero() {
+		t.Errorf("CreateSnapshot = %+v; want before, disk-only, disks root and data, a size and a date", snap)
+	}
+	if _, err := m.CreateSnapshot(ctx, "snap", "before", SnapshotOptions{}); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), `"before"`) {
+		t.Errorf("a second snapshot named before: %v; want ErrExists naming it", err)
+	}
+	if _, err := m.CreateSnapshot(ctx, "snap", "1", SnapshotOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("snapshot named 1: %v; want ErrInvalid", err)
+	}
+	if _, err := m.CreateSnapshot(ctx, "snap", "mem", SnapshotOptions{Memory: true}); !errors.Is(err, ErrNotRunning) {
+		t.Errorf("memory snapshot of a stopped VM: %v; want ErrNotRunning", err)
+	}
+	for _, p := range []string{root, data} {
+		if err := snapIO(t, p, "write -P 0x42 0 64k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := m.CreateSnapshot(ctx, "snap", "after", SnapshotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := m.ListSnapshots(ctx, "snap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range list {
+		names = append(names, s.Name)
+	}
+	if !slices.Equal(names, []string{"before", "after"}) {
+		t.Errorf("ListSnapshots = %v; want [before after]", names)
+	}
+	if err := m.RestoreSnapshot(ctx, "snap", "before", RestoreOptions{}); err != nil {
+		t.Fatalf("RestoreSnapshot: %v", err)
+	}
+	for _, p := range []string{root, data} {
+		if err := snapIO(t, p, "read -P 0x41 0 64k"); err != nil {
+			t.Errorf("%s after the restore: %v; want the data written before the snapshot", filepath.Base(p), err)
+		}
+		snapImgCheck(t, p)
+	}
+	if err := m.RestoreSnapshot(ctx, "snap", "nope", RestoreOptions{}); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), `"nope"`) {
+		t.Errorf("restore of a missing snapshot: %v; want ErrNotFound naming it", err)
+	}
+	if err := m.DeleteSnapshot(ctx, "snap", "after"); err != nil {
+		t.Fatal(err)
+	}
+	if list, _ = m.ListSnapshots(ctx, "snap"); len(list) != 1 || list[0].Name != "before" {
+		t.Errorf("after deleting after: %+v; want only before", list)
+	}
+	if err := m.DeleteSnapshot(ctx, "snap", "after"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("delete of a deleted snapshot: %v; want ErrNotFound", err)
+	}
+	for _, p := range []string{root, data} {
+		snapImgCheck(t, p)
+	}
+}
+
+// A VM with snapshots is not deleted unless asked; asked, it goes.
+func TestDeleteVMWithSnapshots(t *testing.T) {
+	m, v := snapshotManager(t)
+	ctx := context.Background()
+	if _, err := m.CreateSnapshot(ctx, "snap", "keep", SnapshotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Delete(ctx, "snap", false)
+	var hs *HasSnapshotsError
+	if !errors.As(err, &hs) || !errors.Is(err, ErrHasSnapshots) || !slices.Equal(hs.Snapshots, []string{"keep"}) {
+		t.Fatalf("Delete of a VM with a snapshot: %v; want *HasSnapshotsError naming keep", err)
+	}
+	if _, err := os.Stat(m.diskPath(v.Metadata.UID, "root")); err != nil {
+		t.Errorf("refused delete lost the disk: %v", err)
+	}
+	if err := m.DeleteWith(ctx, "snap", DeleteOptions{Force: true}); !errors.Is(err, ErrHasSnapshots) {
+		t.Errorf("DeleteWith Force only: %v; want ErrHasSnapshots", err)
+	}
+	if err := m.DeleteWith(ctx, "snap", DeleteOptions{WithSnapshots: true}); err != nil {
+		t.Fatalf("DeleteWith WithSnapshots: %v", err)
+	}
+	if _, err := os.Stat(m.layout().VMStateDir(v.Metadata.UID)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("state dir after the delete: %v; want gone", err)
+	}
+}
+
+// Snapshots are read from the disks: a disk that cannot be read fails the
+// listing and the delete (closed), never an empty list.
+func TestSnapshotsFailClosed(t *testing.T) {
+	m, v := snapshotManager(t)
+	ctx := context.Background()
+	if err := os.WriteFile(m.diskPath(v.Metadata.UID, "data"), []byte("not a qcow2 image"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if list, err := m.ListSnapshots(ctx, "snap"); err == nil || !strings.Contains(err.Error(), `disk "data"`) {
+		t.Errorf("ListSnapshots with a broken disk = %v, %v; want an error naming the disk", list, err)
+	}
+	if err := m.Delete(ctx, "snap", false); err == nil || !strings.Contains(err.Error(), "snapshots") {
+		t.Errorf("Delete with a disk it cannot read: %v; want refused", err)
+	}
+	if _, err := os.Stat(m.store.specPath(v.Metadata.UID)); err != nil {
+		t.Errorf("refused delete removed the spec: %v", err)
+	}
+}
+
+// A restore of a snapshot taken with other disks is refused and changes
+// nothing.
+func TestRestoreOtherDiskLayout(t *testing.T) {
+	m, v := snapshotManager(t)
+	ctx := context.Background()
+	root := m.diskPath(v.Metadata.UID, "root")
+	if err := snapIO(t, root, "write -P 0x41 0 64k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CreateSnapshot(ctx, "snap", "two-disks", SnapshotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := snapIO(t, root, "write -P 0x42 0 64k"); err != nil {
+		t.Fatal(err)
+	}
+	// a third disk since the snapshot
+	v, err := m.store.load(v.Metadata.UID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.Spec.Disks = append(v.Spec.Disks, Disk{Name: "extra", Size: "16M"})
+	if err := m.createDisks(ctx, v, v.Spec.Disks[2:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.store.save(v); err != nil {
+		t.Fatal(err)
+	}
+	err = m.RestoreSnapshot(ctx, "snap", "two-disks", RestoreOptions{})
+	var le *SnapshotLayoutError
+	if !errors.As(err, &le) || !errors.Is(err, ErrSnapshotLayout) || !strings.Contains(err.Error(), "extra") || !strings.Contains(err.Error(), `"two-disks"`) {
+		t.Fatalf("restore after a disk was added: %v; want *SnapshotLayoutError naming the snapshot and the new disk", err)
+	}
+	if err := snapIO(t, root, "read -P 0x42 0 64k"); err != nil {
+		t.Errorf("root after the refused restore: %v; want unchanged", err)
+	}
+	// and one disk fewer
+	v.Spec.Disks = v.Spec.Disks[:1]
+	if err := m.store.save(v); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RestoreSnapshot(ctx, "snap", "two-disks", RestoreOptions{}); !errors.Is(err, ErrSnapshotLayout) || !strings.Contains(err.Error(), "data") {
+		t.Errorf("restore after a disk was removed: %v; want ErrSnapshotLayout naming it", err)
+	}
+}
+
+// A snapshot that fails on one disk leaves no tag on the others.
+func TestSnapshotFailureReverts(t *testing.T) {
+	m, v := snapshotManager(t)
+	ctx := context.Background()
+	// a qemu-img that refuses to snapshot the data disk
+	wrapper := filepath.Join(t.TempDir(), "qemu-img")
+	script := "#!/bin/sh\ncase \"$1 $2 $*\" in \"snapshot -c\"*disk-data*) echo 'injected failure' >&2; exit 1;; esac\nexec " + m.opts.QEMUImg + " \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	m.opts.QEMUImg = wrapper
+	_, err := m.CreateSnapshot(ctx, "snap", "half", SnapshotOptions{})
+	if err == nil || !strings.Contains(err.Error(), "injected failure") || !strings.Contains(err.Error(), `disk "data"`) {
+		t.Fatalf("CreateSnapshot with a failing disk: %v; want the disk's failure", err)
+	}
+	out, err := exec.Command("qemu-img", "snapshot", "-l", m.diskPath(v.Metadata.UID, "root")).CombinedOutput()
+	if err != nil || strings.Contains(string(out), "half") {
+		t.Errorf("root disk after the failed snapshot: %v: %s; want no snapshot half", err, out)
+	}
+	if list, err := m.ListSnapshots(ctx, "snap"); err != nil || len(list) != 0 {
+		t.Errorf("ListSnapshots after the failed snapshot = %+v, %v; want none", list, err)
+	}
+}
