@@ -68,7 +68,31 @@ type Options struct {
 	// the console lock like a login; logging out or locking ends the
 	// program (and so the web session).
 	LoggedIn string
+	// Repaint, when positive, repaints the whole screen this often while
+	// no key comes, and before the first key after a pause: the renderer
+	// otherwise redraws only what it changed, so whatever wrote over the
+	// screen (the kernel printing on a serial console) or a terminal that
+	// attached mid-session (a serial concentrator, virt vm console) would
+	// keep a broken frame until ctrl+l. The repaint goes through the
+	// program's renderer, so the tier's redraw cap still holds. dcui sets
+	// it on the plain tier (DefaultRepaint); 0: only ctrl+l repaints.
+	Repaint time.Duration
+	// KernelConsole: the kernel prints its messages on this terminal (it
+	// is one of the consoles in /sys/class/tty/console/active); the empty
+	// message line says so, and where to read them.
+	KernelConsole bool
 }
+
+// DefaultRepaint is the plain (serial) tier's repaint period: a whole
+// 80x24 frame is about 2 KB, 2 s of a 9600-baud line, so every 15 s
+// costs little and bounds how long a torn screen lasts.
+const DefaultRepaint = 15 * time.Second
+
+// repaintIdleGap is the longest pause after which a key repaints the
+// screen before its answer is drawn: the operator who just arrived at a
+// torn (or freshly attached) console gets a whole frame at their first
+// key.
+const repaintIdleGap = 5 * time.Second
 
 // Status is the status screen: shown before login, and as the first page
 // after it.
@@ -148,6 +172,12 @@ type Model struct {
 	// logged out or locked, not only quit
 	loggedOut bool
 	ticks     int
+	// lockKnown: the writer lock's state is known (a result came, or
+	// there is no lock); until then the header shows no [RO]/[RW]
+	lockKnown bool
+	// lastPaint is when the whole screen was last repainted (the first
+	// frame, a timed repaint, ctrl+l); lastInput when the last key came
+	lastPaint, lastInput time.Time
 }
 
 // LoggedOut says whether the program ended because the user of a web
@@ -173,6 +203,41 @@ func New(c common.Common, status Status, pages []Page, a Authenticator, lk Locke
 	}
 	m.SetSize(c.Width, c.Height)
 	return m
+}
+
+// repaintGap is how long without a key makes the next key repaint first.
+func (m *Model) repaintGap() time.Duration { return min(m.opts.Repaint, repaintIdleGap) }
+
+// inputRepaint notes a key (or paste) and repaints the whole screen
+// before its answer when it is the first after a pause.
+func (m *Model) inputRepaint() tea.Cmd {
+	now := m.c.Now()
+	last := m.lastInput
+	m.lastInput = now
+	if m.opts.Repaint <= 0 || (!last.IsZero() && now.Sub(last) < m.repaintGap()) {
+		return nil
+	}
+	m.lastPaint = now
+	return tea.ClearScreen
+}
+
+// timerRepaint repaints the whole screen once Repaint has passed since
+// the last whole frame, unless keys are coming (their answers are drawn;
+// the first key after the pause repainted anyway).
+func (m *Model) timerRepaint() tea.Cmd {
+	if m.opts.Repaint <= 0 {
+		return nil
+	}
+	now := m.c.Now()
+	if m.lastPaint.IsZero() {
+		m.lastPaint = now
+		return nil
+	}
+	if now.Sub(m.lastPaint) < m.opts.Repaint || (!m.lastInput.IsZero() && now.Sub(m.lastInput) < time.Second) {
+		return nil
+	}
+	m.lastPaint = now
+	return tea.ClearScreen
 }
 
 // Session is the console's login session.
@@ -201,6 +266,9 @@ func (m *Model) contentSize() (int, int) {
 
 // Init starts the status screen, every page and the clock.
 func (m *Model) Init() tea.Cmd {
+	// the program's first frame is drawn whole (it enters the alternate
+	// screen, which erases it)
+	m.lastPaint = m.c.Now()
 	cmds := []tea.Cmd{m.status.Init(), tick()}
 	for _, p := range m.pages {
 		cmds = append(cmds, p.Screen.Init())
@@ -226,6 +294,19 @@ func (m *Model) setMessage(l styles.Level, format string, args ...any) {
 
 // Update routes messages. It never waits on I/O.
 func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	var repaint tea.Cmd
+	switch msg.(type) {
+	case tea.KeyPressMsg, tea.PasteMsg:
+		repaint = m.inputRepaint()
+	}
+	next, cmd := m.update(msg)
+	if repaint == nil {
+		return next, cmd
+	}
+	return next, tea.Batch(repaint, cmd)
+}
+
+func (m *Model) update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.WindowSizeMsg:
 		if !m.opts.FixedSize {
@@ -295,7 +376,7 @@ func (m *Model) broadcast(msg tea.Msg) tea.Cmd {
 
 func (m *Model) onTick() tea.Cmd {
 	m.ticks++
-	cmds := []tea.Cmd{tick()}
+	cmds := []tea.Cmd{tick(), m.timerRepaint()}
 	if m.mode == modePages && m.idle != nil && m.idle.Expired() {
 		m.lock(fmt.Sprintf("after %s without input", fmtDuration(m.opts.IdleTimeout)))
 		return tea.Batch(cmds...)

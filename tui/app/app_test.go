@@ -90,13 +90,15 @@ type rig struct {
 	holder   string // non-empty: another console holds the lock
 	lockErr  error  // non-nil: the lock cannot be read
 	locks    int    // acquisitions tried
+	now      time.Time
+	clears   int // whole-screen repaints the model asked for
 }
 
 func newRig(t *testing.T, tier term.Tier, opts Options) *rig {
 	t.Helper()
-	r := &rig{vms: &fakeScreen{title: "Virtual machines"}, net: &fakeScreen{title: "Network"}, idle: &fakeIdle{}}
+	r := &rig{vms: &fakeScreen{title: "Virtual machines"}, net: &fakeScreen{title: "Network"}, idle: &fakeIdle{}, now: fixedNow}
 	c := common.New(context.Background(), tier, testutil.Logger(t))
-	c.Now = func() time.Time { return fixedNow }
+	c.Now = func() time.Time { return r.now }
 	k := c.Keys
 	pages := []Page{{Key: k.VMs, Tab: "VMs", Screen: r.vms}, {Key: k.Network, Tab: "Network", Screen: r.net}}
 	a := LoginFunc(func(ctx context.Context, user, password, tty string) (string, error) {
@@ -160,6 +162,10 @@ func (r *rig) drain(cmd tea.Cmd, depth int) {
 		}
 	case appTickMsg:
 	default:
+		if msg == tea.ClearScreen() {
+			r.clears++
+			return
+		}
 		_, next := r.m.Update(msg)
 		r.drain(next, depth+1)
 	}

@@ -1,7 +1,9 @@
 package app
 
 import (
+	"fmt"
 	"strings"
+	"time"
 
 	"charm.land/bubbles/v2/key"
 	tea "charm.land/bubbletea/v2"
@@ -88,11 +90,15 @@ func (m *Model) header(w int) string {
 	left := s.Title.Render(product+" "+m.opts.Version) + " " + s.Muted.Render("|") + " " + s.Section.Render(title)
 	who := "not logged in"
 	if se := m.c.Session; se.LoggedIn() {
-		mode := "[RW]"
-		if !se.Writer {
-			mode = "[RO]"
+		// the lock's state only once it is known: right after a login
+		// the acquisition is in flight, and [RO] would be a false alarm
+		who = se.User + "@" + orDash(m.opts.TTY)
+		switch {
+		case se.Writer:
+			who += " [RW]"
+		case m.lockKnown:
+			who += " [RO]"
 		}
-		who = se.User + "@" + orDash(m.opts.TTY) + " " + mode
 	}
 	right := m.hostname() + "  " + who + "  " + m.c.Now().Format("15:04:05")
 	gap := w - lipgloss.Width(left) - lipgloss.Width(right)
@@ -168,7 +174,27 @@ func (m *Model) messageLine() string {
 	if m.message != "" {
 		return m.c.Styles.Badgef(m.msgLevel) + " " + m.message
 	}
+	if m.opts.KernelConsole {
+		return m.c.Styles.Muted.Render(m.kernelHint())
+	}
 	return ""
+}
+
+// kernelHint says, on a console the kernel prints on, that its messages
+// may appear over the screen, how the screen mends and where to read
+// them (docs/dcui.md, "Kernel messages").
+func (m *Model) kernelHint() string {
+	if m.opts.Repaint > 0 {
+		return "Kernel messages may print here; repainted every " + shortDuration(m.opts.Repaint) + ". Read them: dmesg"
+	}
+	return "Kernel messages may print here; ^L repaints. Read them: dmesg"
+}
+
+func shortDuration(d time.Duration) string {
+	if d%time.Minute == 0 {
+		return fmt.Sprintf("%dm", int(d/time.Minute))
+	}
+	return fmt.Sprintf("%gs", d.Seconds())
 }
 
 func (m *Model) cliLine() string {

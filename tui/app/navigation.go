@@ -24,6 +24,7 @@ func (m *Model) key(msg tea.KeyPressMsg) (tea.Model, tea.Cmd) {
 	k := m.c.Keys
 	ks := msg.String()
 	if key.Matches(msg, k.Redraw) {
+		m.lastPaint = m.c.Now()
 		return m, tea.ClearScreen
 	}
 	if m.quitting {

@@ -105,6 +105,7 @@ func (m *Model) onLogin(msg loginResultMsg) tea.Cmd {
 	m.c.Session.User = msg.user
 	m.c.Session.Writer = false
 	m.c.Session.Holder = ""
+	m.lockKnown = false
 	if m.idle != nil {
 		m.idle.Touch()
 	}
@@ -115,7 +116,7 @@ func (m *Model) onLogin(msg loginResultMsg) tea.Cmd {
 func (m *Model) acquire(retry bool) tea.Cmd {
 	lk, user, tty := m.locker, m.c.Session.User, m.opts.TTY
 	if lk == nil {
-		m.c.Session.Writer = true
+		m.c.Session.Writer, m.lockKnown = true, true
 		return nil
 	}
 	if m.acquiring || m.release != nil {
@@ -130,6 +131,7 @@ func (m *Model) acquire(retry bool) tea.Cmd {
 
 func (m *Model) onLock(msg lockResultMsg) tea.Cmd {
 	m.acquiring = false
+	m.lockKnown = true
 	if m.mode != modePages || m.release != nil {
 		// logged out meanwhile, or already held: give it back at once
 		if msg.release != nil {
