@@ -89,6 +89,8 @@ func newVMCmd(env *Env) *cobra.Command {
 		newVMDeleteCmd(env), newVMConsoleCmd(env), newVMLogsCmd(env), newVMIPCmd(env), newVMGCCmd(env))
 	cmd.AddCommand(newVMSaveCmd(env))
 	cmd.AddCommand(newVMAutostartCmd(env))
+	cmd.AddCommand(newVMStatsCmd(env), newVMEventsCmd(env))
+	cmd.AddCommand(newVMEditCmd(env))
 	return cmd
 }
 
