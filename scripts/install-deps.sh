@@ -6,7 +6,7 @@ GO=${GO:-$(command -v go || echo /usr/local/go/bin/go)}
 
 # what building needs: bin/dcui links PAM through cgo
 build_pkgs=(gcc libc6-dev libpam0g-dev)
-pkgs=("${build_pkgs[@]}" qemu-system-x86 qemu-utils ovmf pci.ids jq tmux cpio kmod xz-utils genisoimage iproute2 dnsmasq-base nftables busybox-static passwd dbus-daemon systemd util-linux lintian man-db chromium protobuf-compiler)
+pkgs=("${build_pkgs[@]}" qemu-system-x86 qemu-utils ovmf pci.ids jq tmux cpio kmod xz-utils genisoimage xorriso isolinux syslinux-common iproute2 dnsmasq-base nftables busybox-static passwd dbus-daemon systemd util-linux lintian man-db chromium protobuf-compiler)
 build_only=false
 if [ "${1:-}" = "--build" ]; then   # `make run`: only what the build needs
   pkgs=("${build_pkgs[@]}")

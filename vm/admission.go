@@ -128,6 +128,9 @@ type Limits struct {
 	MemoryMiB int
 	// FileExists checks host files named in the spec (kernel, initrd).
 	FileExists func(path string) error
+	// ISO checks spec.cdrom.iso on the host (a regular ISO 9660 file);
+	// nil: only its form (an absolute path) is checked.
+	ISO func(path string) error
 }
 
 var (
@@ -288,8 +291,16 @@ func validate(vm, stored *VirtualMachine, lim Limits) error {
 			}
 		}
 	}
-	if (s.Boot == nil || s.Boot.Kernel == "") && !hasImageDisk(s.Disks) {
-		add(fieldErr("spec", nil, "nothing to boot: give a disk with an image, or boot.kernel"))
+	if c := s.CDROM; c != nil && c.ISO != "" {
+		add(isoFieldError(c.ISO, lim.ISO))
+	}
+	switch s.Display {
+	case "", DisplayNone, DisplayVNC:
+	default:
+		add(fieldErr("spec.display", s.Display, "must be none or vnc"))
+	}
+	if (s.Boot == nil || s.Boot.Kernel == "") && !hasImageDisk(s.Disks) && !bootsFromCD(s) {
+		add(fieldErr("spec", nil, "nothing to boot: give a disk with an image, boot.kernel, or cdrom.iso (an installer ISO, with a blank disk to install to)"))
 	}
 	if st := s.Startup; st != nil {
 		if st.Order < 0 || st.Order > MaxStartupOrder {
@@ -338,4 +349,11 @@ func hasImageDisk(ds []Disk) bool {
 		}
 	}
 	return false
+}
+
+// bootsFromCD: the VM boots an ISO in its CD drive (an installer or a
+// live CD), or has a CD drive and a disk, which an installer filled (the
+// drive ejected once the installation was done).
+func bootsFromCD(s Spec) bool {
+	return s.CDROM != nil && (s.CDROM.ISO != "" || len(s.Disks) > 0)
 }

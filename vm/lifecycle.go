@@ -252,6 +252,12 @@ func (m *Manager) launchFor(vm *VirtualMachine, accel string) (Launch, error) {
 		l.Disks = append(l.Disks, LaunchDisk{Name: d.Name, Path: m.diskPath(uid, d.Name), Format: "qcow2"})
 	}
 	if c := vm.Spec.CDROM; c != nil {
+		if c.ISO != "" {
+			// checked at admission, and again here: the file may be gone
+			if fe := isoFieldError(c.ISO, checkISO); fe != nil {
+				return l, invalid(fe)
+			}
+		}
 		l.CDROM = &LaunchCDROM{ISO: c.ISO}
 	}
 	if vm.Spec.Display == DisplayVNC {

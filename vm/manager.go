@@ -107,7 +107,7 @@ func (m *Manager) limits(ctx context.Context) Limits {
 	if m.opts.Limits != nil {
 		return *m.opts.Limits
 	}
-	lim := Limits{FileExists: regularFile}
+	lim := Limits{FileExists: regularFile, ISO: checkISO}
 	lim.CPUs, lim.MemoryMiB = hostinfo.Capacity(m.opts.HostRoot)
 	return lim
 }
