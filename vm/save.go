@@ -283,6 +283,9 @@ func (m *Manager) Save(ctx context.Context, ref string) (*SaveResult, error) {
 	if st, _ := m.proc.state(pid); st == "T" {
 		return nil, fmt.Errorf("vm %q: save: the QEMU process is stopped by a signal (SIGSTOP)", name)
 	}
+	if err := m.checkNotHotplugged(name, uid, pid); err != nil {
+		return nil, err
+	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, DefaultSaveTimeout)
