@@ -43,6 +43,45 @@ type Flags struct {
 	// WebSessionFD is the descriptor a web terminal passes the session's
 	// identity on (--web-session-fd); -1: none, log in with PAM.
 	WebSessionFD int
+	// Repaint is --repaint: 0 the tier's default, negative off.
+	Repaint time.Duration
+}
+
+// EnvRepaint sets --repaint's default (tests use a short period).
+const EnvRepaint = "VIRTCON_DCUI_REPAINT"
+
+// repaintValue is --repaint: "auto" (the tier's default), "off" or "0",
+// or a period of at least a second (bare seconds too).
+type repaintValue struct{ d *time.Duration }
+
+func (v repaintValue) String() string {
+	switch {
+	case v.d == nil || *v.d == 0:
+		return "auto"
+	case *v.d < 0:
+		return "off"
+	}
+	return v.d.String()
+}
+
+func (v repaintValue) Set(s string) error {
+	switch strings.TrimSpace(s) {
+	case "auto", "":
+		*v.d = 0
+		return nil
+	case "off", "0":
+		*v.d = -1
+		return nil
+	}
+	d, err := duration.Parse(s)
+	if err != nil {
+		return err
+	}
+	if d < time.Second {
+		return fmt.Errorf("%s: want at least 1s, off or auto", d)
+	}
+	*v.d = d
+	return nil
 }
 
 func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
@@ -59,6 +98,13 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 	fs.BoolVar(&f.Console, "console", false, "host console mode (getty units): q and ctrl+c do not quit")
 	fs.StringVar(&f.TTY, "tty", "", "console name for the audit log and the console lock (default: the terminal's device)")
 	fs.IntVar(&f.WebSessionFD, "web-session-fd", -1, "start logged in as the user a web terminal (virt webterm) passes on this inherited pipe; root only")
+	rv := repaintValue{d: &f.Repaint}
+	if env := os.Getenv(EnvRepaint); env != "" {
+		if err := rv.Set(env); err != nil {
+			return nil, fmt.Errorf("%s=%q: %w", EnvRepaint, env, err)
+		}
+	}
+	fs.Var(rv, "repaint", "repaint the whole screen this often while idle and at the first key after a pause: auto (15s on the plain tier, off on others), off, or a period such as 15s (env "+EnvRepaint+")")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -169,6 +215,28 @@ type Config struct {
 	// lock is off: the web terminal's server keeps the idle time and ends
 	// the session. nil: a console with the login form.
 	WebSession *webterm.Identity
+	// Repaint is how often the whole screen is repainted while idle (and
+	// before the first key after a pause): 0 the tier's default
+	// (app.DefaultRepaint on the plain tier, off on the others, whose
+	// terminals the kernel does not write over or which redraw fast
+	// anyway), negative off.
+	Repaint time.Duration
+	// KernelConsole: the kernel prints its messages on this terminal
+	// (term.IsKernelConsole); the DCUI then says so on its message line.
+	KernelConsole bool
+}
+
+// repaintPeriod is the session's repaint period, 0 for none.
+func repaintPeriod(tier term.Tier, d time.Duration) time.Duration {
+	switch {
+	case d < 0:
+		return 0
+	case d > 0:
+		return d
+	case tier == term.Plain:
+		return app.DefaultRepaint
+	}
+	return 0
 }
 
 // Run runs one DCUI session until the operator quits or ctx ends. Ending
@@ -241,14 +309,15 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	m := app.New(c, st, pages, login, locker, appIdle, app.Options{
 		Product: "virtcon", Version: bi.Version, TTY: cfg.TTYName, Kiosk: cfg.Console,
 		AdminGroup: cfg.AdminGroup, IdleTimeout: cfg.IdleTimeout, Hostname: cfg.Hostname,
-		LoggedIn: loggedIn,
+		LoggedIn: loggedIn, Repaint: repaintPeriod(tier, cfg.Repaint), KernelConsole: cfg.KernelConsole,
 	})
 	if cfg.Width > 0 && cfg.Height > 0 {
 		m.SetSize(cfg.Width, cfg.Height)
 		status.FixSize(st)
 		m.FixSize()
 	}
-	log.Info("dcui start", "version", bi.Version, "tier", tier.String(), "tty", cfg.TTYName, "term", cfg.TERM, "pid", os.Getpid())
+	log.Info("dcui start", "version", bi.Version, "tier", tier.String(), "tty", cfg.TTYName, "term", cfg.TERM, "pid", os.Getpid(),
+		"repaint", repaintPeriod(tier, cfg.Repaint).String(), "kernelConsole", cfg.KernelConsole)
 
 	// No tea.WithContext: a program killed through its context closes its
 	// input reader without waiting for the read loop (a data race in
@@ -258,9 +327,17 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	if cfg.In != nil {
 		opts = append(opts, tea.WithInput(cfg.In))
 	}
-	if cfg.Out != nil {
-		opts = append(opts, tea.WithOutput(cfg.Out))
+	out := cfg.Out
+	if out == nil {
+		out = os.Stdout
 	}
+	if tier == term.Plain {
+		// a VT220 line gets no xterm/kitty queries or modes: nothing
+		// answers late into the input, and the first frame is drawn
+		// whole at once, with nothing to wait for
+		out = term.VT220(out)
+	}
+	opts = append(opts, tea.WithOutput(out))
 	p := newProgram(m, tier, opts...)
 	finished := make(chan struct{})
 	go func() {
@@ -389,6 +466,8 @@ func Main(ctx context.Context) (code int) {
 		self = ""
 	}
 	hostname, _ := os.Hostname()
+	// the kernel prints on the consoles listed there (the DCUI says so)
+	active, _ := os.ReadFile("/" + term.KernelConsoleFile)
 
 	// a hung-up line (serial cable, closed SSH) or SIGTERM (systemd, a
 	// getty restart) ends the session cleanly, also while a VM console has
@@ -416,7 +495,7 @@ func Main(ctx context.Context) (code int) {
 		Host:       host.New(host.Options{Layout: layout, HostRoot: "/", Logger: log}),
 		PAMService: f.PAMService, AdminGroup: f.AdminGroup, PAMHelper: self,
 		IdleTimeout: f.IdleTimeout, Console: f.Console, Hostname: hostname,
-		WebSession: web,
+		WebSession: web, Repaint: f.Repaint, KernelConsole: web == nil && term.IsKernelConsole(string(active), tty),
 	})
 	switch {
 	case errors.Is(err, ErrLoggedOut):

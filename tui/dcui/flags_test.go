@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/virtcon/virtcon/auth"
+	"github.com/virtcon/virtcon/tui/app"
+	"github.com/virtcon/virtcon/tui/term"
 )
 
 // --idle-timeout takes what every virtcon duration flag takes, bare
@@ -52,5 +54,62 @@ func TestIdleTimeoutHelp(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "-idle-timeout") || !strings.Contains(out.String(), "(default "+auth.DefaultIdleTimeout.String()+")") {
 		t.Errorf("help lacks --idle-timeout with its default:\n%s", out.String())
+	}
+}
+
+// --repaint: auto (the tier's default), off, or a period of at least a
+// second; VIRTCON_DCUI_REPAINT sets its default.
+func TestRepaintFlag(t *testing.T) {
+	tests := []struct {
+		env     string
+		args    []string
+		want    time.Duration
+		wantErr string
+	}{
+		{args: nil, want: 0},
+		{args: []string{"--repaint", "auto"}, want: 0},
+		{args: []string{"--repaint", "off"}, want: -1},
+		{args: []string{"--repaint", "0"}, want: -1},
+		{args: []string{"--repaint", "2"}, want: 2 * time.Second},
+		{args: []string{"--repaint=30s"}, want: 30 * time.Second},
+		{args: []string{"--repaint", "500ms"}, wantErr: "want at least 1s"},
+		{args: []string{"--repaint", "often"}, wantErr: `"often" is not a duration`},
+		{env: "3s", want: 3 * time.Second},
+		{env: "3s", args: []string{"--repaint", "off"}, want: -1},
+		{env: "soon", wantErr: `VIRTCON_DCUI_REPAINT="soon"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env+" "+strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Setenv(EnvRepaint, tt.env)
+			f, err := parseFlags(tt.args, io.Discard)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseFlags(%q) = %+v, %v; want an error with %q", tt.args, f, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || f.Repaint != tt.want {
+				t.Fatalf("parseFlags(%q) = %+v, %v; want --repaint %v", tt.args, f, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestRepaintPeriod(t *testing.T) {
+	tests := []struct {
+		tier term.Tier
+		flag time.Duration
+		want time.Duration
+	}{
+		{term.Plain, 0, app.DefaultRepaint},
+		{term.Linux, 0, 0},
+		{term.Rich, 0, 0},
+		{term.Plain, -1, 0},
+		{term.Rich, 2 * time.Second, 2 * time.Second},
+	}
+	for _, tt := range tests {
+		if got := repaintPeriod(tt.tier, tt.flag); got != tt.want {
+			t.Errorf("repaintPeriod(%s, %v) = %v; want %v", tt.tier, tt.flag, got, tt.want)
+		}
 	}
 }
