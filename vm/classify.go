@@ -396,14 +396,18 @@ type Orphan struct {
 func (m *Manager) orphans(ours map[string]bool, vms []*VirtualMachine, live map[string]qemuProcess) []Orphan {
 	var out []Orphan
 	l := m.layout()
-	for _, c := range []struct{ dir, what string }{
-		{filepath.Join(l.StateDir(), "vms"), "volumes without a VM spec"},
-		{filepath.Join(l.RunDir(), "vms"), "runtime leftovers without a VM spec"},
-		{filepath.Join(l.LogDir(), "vms"), "logs of a deleted VM"},
+	layers := m.layerDirsInUse() // frozen layers that linked clones read (clone.go)
+	for _, c := range []struct {
+		dir, what string
+		layers    bool
+	}{
+		{filepath.Join(l.StateDir(), "vms"), "volumes without a VM spec", true},
+		{filepath.Join(l.RunDir(), "vms"), "runtime leftovers without a VM spec", false},
+		{filepath.Join(l.LogDir(), "vms"), "logs of a deleted VM", false},
 	} {
 		ents, _ := os.ReadDir(c.dir)
 		for _, e := range ents {
-			if !e.IsDir() || ours[e.Name()] {
+			if !e.IsDir() || ours[e.Name()] || (c.layers && layers[e.Name()]) {
 				continue
 			}
 			if _, alive := live[e.Name()]; alive {

@@ -448,6 +448,9 @@ func (m *Manager) DeleteWith(ctx context.Context, ref string, o DeleteOptions) e
 	if pid > 0 && !force {
 		return &RunningError{Name: vm.Metadata.Name, Op: "delete", PID: pid}
 	}
+	if err := m.checkNoLinkedClones(vm); err != nil {
+		return err // a clone must never lose its backing file
+	}
 	if !o.WithSnapshots {
 		// snapshots live in the disks: fail closed when they cannot be read
 		names, err := m.snapshotNamesLocked(ctx, vm)
