@@ -45,7 +45,9 @@ func ExitCode(err error) int {
 		return ExitOK
 	case errors.As(err, &usage), errors.Is(err, fielderr.ErrInvalid),
 		// (vm's and netcfg's kinds are fielderr.ErrInvalid too)
-		errors.Is(err, vm.ErrInvalid), errors.Is(err, vm.ErrInvalidImage), errors.Is(err, netcfg.ErrInvalid):
+		errors.Is(err, vm.ErrInvalid), errors.Is(err, vm.ErrInvalidImage), errors.Is(err, netcfg.ErrInvalid),
+		// refused until the user says so (--with-snapshots, --force)
+		errors.Is(err, vm.ErrHasSnapshots), errors.Is(err, vm.ErrRestoreRunning):
 		return ExitUsage
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed

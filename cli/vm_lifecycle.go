@@ -83,21 +83,28 @@ func newVMSimpleCmd(env *Env, name, short string, f func(vmService, *cobra.Comma
 }
 
 func newVMDeleteCmd(env *Env) *cobra.Command {
-	var force bool
+	var force, withSnapshots bool
 	cmd := &cobra.Command{
 		Use:               "delete NAME",
 		Aliases:           []string{"rm"},
-		Short:             "Delete a VM with its disks, seed and logs (refused while running unless --force)",
+		Short:             "Delete a VM with its disks, seed and logs (refused while running unless --force, with snapshots unless --with-snapshots)",
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := env.vms().Delete(cmd.Context(), args[0], force); err != nil {
-				return err
+			var err error
+			if withSnapshots {
+				err = env.snapshots().DeleteWith(cmd.Context(), args[0], vm.DeleteOptions{Force: force, WithSnapshots: true})
+			} else {
+				err = env.vms().Delete(cmd.Context(), args[0], force)
+			}
+			if err != nil {
+				return wordSnapshotError(err)
 			}
 			fmt.Fprintf(env.IO.ErrOut, "%s deleted\n", args[0])
 			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "kill a running VM first")
+	cmd.Flags().BoolVar(&withSnapshots, "with-snapshots", false, "delete a VM that has snapshots, and them with it")
 	return cmd
 }
