@@ -26,6 +26,7 @@ func main() {
 	n := flag.Int("n", 10, "runs per command")
 	guest := flag.String("guest", "build/guest", "test guest directory (make guest)")
 	only := flag.String("only", "", "run only the host, vm, shutdown or boot benchmarks")
+	statsVMs := flag.Int("stats-vms", 50, "running VMs for the vm stats benchmark")
 	flag.Parse()
 	// an interrupted run still removes its VMs and libvirt domains; a
 	// closed stdout (| head) must not kill it before that either
@@ -48,6 +49,9 @@ func main() {
 	}
 	if *only == "" || *only == "boot" {
 		failed = bootBench(*virt, *guest, *n) || failed
+	}
+	if *only == "" || *only == "stats" {
+		failed = statsBench(*virt, *guest, *n, *statsVMs) || failed
 	}
 	if failed {
 		os.Exit(1)
