@@ -89,9 +89,11 @@ func newVMCmd(env *Env) *cobra.Command {
 		newVMDeleteCmd(env), newVMConsoleCmd(env), newVMLogsCmd(env), newVMIPCmd(env), newVMGCCmd(env))
 	cmd.AddCommand(newVMSaveCmd(env))
 	cmd.AddCommand(newVMAutostartCmd(env))
+	cmd.AddCommand(newVMSnapshotCmd(env))
 	cmd.AddCommand(newVMCloneCmd(env))
 	cmd.AddCommand(newVMStatsCmd(env), newVMEventsCmd(env))
 	cmd.AddCommand(newVMEditCmd(env))
+	cmd.AddCommand(newVMDiskCmd(env), newVMNICCmd(env))
 	return cmd
 }
 
