@@ -104,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (*Flags, error) {
 			return nil, fmt.Errorf("%s=%q: %w", EnvRepaint, env, err)
 		}
 	}
-	fs.Var(rv, "repaint", "repaint the whole screen this often while idle and at the first key after a pause: auto (15s on the plain tier, off on others), off, or a period such as 15s (env "+EnvRepaint+")")
+	fs.Var(rv, "repaint", "repaint the whole screen this often while idle and at the first key after a pause: auto (15s on the plain tier and on a kernel console, else off), off, or a period such as 15s (env "+EnvRepaint+")")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -216,10 +216,10 @@ type Config struct {
 	// the session. nil: a console with the login form.
 	WebSession *webterm.Identity
 	// Repaint is how often the whole screen is repainted while idle (and
-	// before the first key after a pause): 0 the tier's default
-	// (app.DefaultRepaint on the plain tier, off on the others, whose
-	// terminals the kernel does not write over or which redraw fast
-	// anyway), negative off.
+	// before the first key after a pause): 0 the default (app.DefaultRepaint
+	// on the plain tier, where a terminal may attach mid-session, and on a
+	// console the kernel prints on; off on other terminals, which nothing
+	// writes over), negative off.
 	Repaint time.Duration
 	// KernelConsole: the kernel prints its messages on this terminal
 	// (term.IsKernelConsole); the DCUI then says so on its message line.
@@ -227,13 +227,13 @@ type Config struct {
 }
 
 // repaintPeriod is the session's repaint period, 0 for none.
-func repaintPeriod(tier term.Tier, d time.Duration) time.Duration {
+func repaintPeriod(tier term.Tier, kernelConsole bool, d time.Duration) time.Duration {
 	switch {
 	case d < 0:
 		return 0
 	case d > 0:
 		return d
-	case tier == term.Plain:
+	case tier == term.Plain || kernelConsole:
 		return app.DefaultRepaint
 	}
 	return 0
@@ -309,7 +309,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 	m := app.New(c, st, pages, login, locker, appIdle, app.Options{
 		Product: "virtcon", Version: bi.Version, TTY: cfg.TTYName, Kiosk: cfg.Console,
 		AdminGroup: cfg.AdminGroup, IdleTimeout: cfg.IdleTimeout, Hostname: cfg.Hostname,
-		LoggedIn: loggedIn, Repaint: repaintPeriod(tier, cfg.Repaint), KernelConsole: cfg.KernelConsole,
+		LoggedIn: loggedIn, Repaint: repaintPeriod(tier, cfg.KernelConsole, cfg.Repaint), KernelConsole: cfg.KernelConsole,
 	})
 	if cfg.Width > 0 && cfg.Height > 0 {
 		m.SetSize(cfg.Width, cfg.Height)
@@ -317,7 +317,7 @@ func Run(ctx context.Context, cfg Config) (err error) {
 		m.FixSize()
 	}
 	log.Info("dcui start", "version", bi.Version, "tier", tier.String(), "tty", cfg.TTYName, "term", cfg.TERM, "pid", os.Getpid(),
-		"repaint", repaintPeriod(tier, cfg.Repaint).String(), "kernelConsole", cfg.KernelConsole)
+		"repaint", repaintPeriod(tier, cfg.KernelConsole, cfg.Repaint).String(), "kernelConsole", cfg.KernelConsole)
 
 	// No tea.WithContext: a program killed through its context closes its
 	// input reader without waiting for the read loop (a data race in

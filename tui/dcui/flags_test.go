@@ -97,19 +97,21 @@ func TestRepaintFlag(t *testing.T) {
 
 func TestRepaintPeriod(t *testing.T) {
 	tests := []struct {
-		tier term.Tier
-		flag time.Duration
-		want time.Duration
+		tier          term.Tier
+		kernelConsole bool
+		flag          time.Duration
+		want          time.Duration
 	}{
-		{term.Plain, 0, app.DefaultRepaint},
-		{term.Linux, 0, 0},
-		{term.Rich, 0, 0},
-		{term.Plain, -1, 0},
-		{term.Rich, 2 * time.Second, 2 * time.Second},
+		{term.Plain, false, 0, app.DefaultRepaint},
+		{term.Linux, false, 0, 0},
+		{term.Linux, true, 0, app.DefaultRepaint}, // tty1, where the kernel prints
+		{term.Rich, false, 0, 0},
+		{term.Plain, true, -1, 0},
+		{term.Rich, false, 2 * time.Second, 2 * time.Second},
 	}
 	for _, tt := range tests {
-		if got := repaintPeriod(tt.tier, tt.flag); got != tt.want {
-			t.Errorf("repaintPeriod(%s, %v) = %v; want %v", tt.tier, tt.flag, got, tt.want)
+		if got := repaintPeriod(tt.tier, tt.kernelConsole, tt.flag); got != tt.want {
+			t.Errorf("repaintPeriod(%s, %v, %v) = %v; want %v", tt.tier, tt.kernelConsole, tt.flag, got, tt.want)
 		}
 	}
 }
