@@ -24,6 +24,13 @@ const (
 	// actAutostart turns the VM's autostart on when it is off and off
 	// when it is on, keeping its startup order and delay.
 	actAutostart
+	// actSnapshots opens the VM's snapshots panel; actClone its clone
+	// form. The panel's and the form's own operations follow.
+	actSnapshots
+	actClone
+	actSnapCreate
+	actSnapRestore
+	actSnapDelete
 )
 
 // menuItems is the action menu, in order. The key that picks each is its
@@ -39,6 +46,8 @@ var menuItems = []struct {
 	{actReboot, "Reboot (hard reset)"},
 	{actAutostart, "Turn autostart on/off"}, // menuLabel words it by the VM
 	{actDelete, "Delete..."},
+	{actSnapshots, "Snapshots..."},
+	{actClone, "Clone..."},
 	{actConsole, "Console (Ctrl-] detaches)"},
 }
 
@@ -57,6 +66,14 @@ func (a action) progress() string {
 		return "deleting"
 	case actAutostart:
 		return "saving"
+	case actSnapCreate:
+		return "snapshotting"
+	case actSnapRestore:
+		return "restoring"
+	case actSnapDelete:
+		return "deleting snapshot"
+	case actClone:
+		return "cloning"
 	}
 	return "busy"
 }
@@ -94,6 +111,10 @@ func (a action) cli(name string) string {
 		return "virt vm delete " + n
 	case actConsole:
 		return "virt vm console " + n
+	case actSnapshots:
+		return "virt vm snapshot list " + n
+	case actClone:
+		return "virt vm clone " + n + " NEW"
 	}
 	return "virt vm list"
 }
@@ -116,6 +137,9 @@ func (a action) timeout() time.Duration {
 		return startTimeout
 	case actStop:
 		return stopGrace + stopMargin
+	case actSnapCreate, actSnapRestore, actClone:
+		// a memory snapshot writes all of RAM; a full clone copies disks
+		return day2Timeout
 	}
 	return actionTimeout
 }
@@ -157,6 +181,10 @@ func (m *Model) requestFor(a action, e vm.Entry) tea.Cmd {
 		m.warn(why)
 		return nil
 	}
+	if a == actSnapshots {
+		// looking is allowed read-only: the panel's own keys ask to write
+		return m.openSnapshots(e)
+	}
 	if !m.c.Session.CanWrite() {
 		m.warn(m.c.Session.ReadOnlyReason())
 		return nil
@@ -168,6 +196,13 @@ func (m *Model) requestFor(a action, e vm.Entry) tea.Cmd {
 	switch a {
 	case actConsole:
 		return m.console(e)
+	case actClone:
+		if _, ok := m.mgr.(Cloner); !ok {
+			m.warn("cloning is not available here")
+			return nil
+		}
+		m.form = &formState{kind: formClone, e: e}
+		return nil
 	case actDelete:
 		if running(e) {
 			// the core refuses it too; `virt vm delete --force` is the CLI's way
@@ -246,6 +281,8 @@ func (a action) verb() string {
 		return "force stop"
 	case actReboot:
 		return "reset"
+	case actSnapRestore:
+		return "restore"
 	}
 	return "delete"
 }
@@ -256,3 +293,127 @@ func autostartDone(on bool) string {
 	}
 	return "will stay stopped when the host boots (autostart off)"
 }
+
+// day2Timeout bounds a snapshot, a restore or a clone: a memory snapshot
+// writes all of the guest's RAM, a full clone copies every disk.
+const day2Timeout = 10 * time.Minute
+
+// Snapshotter is what the snapshots panel needs of the VM core
+// (vm.Manager's snapshot methods; `virt vm snapshot` does the same).
+type Snapshotter interface {
+	ListSnapshots(ctx context.Context, ref string) ([]vm.Snapshot, error)
+	CreateSnapshot(ctx context.Context, ref, name string, o vm.SnapshotOptions) (*vm.Snapshot, error)
+	RestoreSnapshot(ctx context.Context, ref, name string, o vm.RestoreOptions) error
+	DeleteSnapshot(ctx context.Context, ref, name string) error
+}
+
+// Cloner is what the clone form needs (vm.Manager.Clone, `virt vm
+// clone`). A Manager without it has no clone form.
+type Cloner interface {
+	Clone(ctx context.Context, src, name string, o vm.CloneOptions) (*vm.VirtualMachine, error)
+}
+
+// day2 is one snapshot or clone operation the panel or a form asked for.
+type day2 struct {
+	act  action
+	e    vm.Entry
+	name string // the snapshot's, or the clone's
+	// flag is the form's toggle: a snapshot with memory, a linked clone
+	flag bool
+}
+
+// cli is the `virt` command that does the same.
+func (d day2) cli() string {
+	n, s := common.ShellQuote(d.e.Name), common.ShellQuote(d.name)
+	switch d.act {
+	case actSnapCreate:
+		c := "virt vm snapshot create " + n + " " + s
+		if d.flag {
+			c += " --memory"
+		}
+		return c
+	case actSnapRestore:
+		c := "virt vm snapshot restore " + n + " " + s
+		if running(d.e) {
+			c += " --force"
+		}
+		return c
+	case actSnapDelete:
+		return "virt vm snapshot delete " + n + " " + s
+	case actClone:
+		c := "virt vm clone " + n + " " + s
+		if d.flag {
+			c += " --linked"
+		}
+		return c
+	}
+	return "virt vm list"
+}
+
+// done is the message after it succeeded.
+func (d day2) done() string {
+	s := fmt.Sprintf("%q", d.name)
+	switch d.act {
+	case actSnapCreate:
+		if d.flag {
+			return "snapshot " + s + " taken (with memory)"
+		}
+		return "snapshot " + s + " taken"
+	case actSnapRestore:
+		return "restored to snapshot " + s
+	case actSnapDelete:
+		return "snapshot " + s + " deleted"
+	case actClone:
+		return "cloned to " + s
+	}
+	return "done"
+}
+
+// runDay2 runs d in the background, the VM busy meanwhile, as run does.
+func (m *Model) runDay2(d day2) tea.Cmd {
+	if !m.c.Session.CanWrite() {
+		m.warn(m.c.Session.ReadOnlyReason())
+		return nil
+	}
+	k := entryKey(d.e)
+	if b, ok := m.busy[k]; ok {
+		m.warn(fmt.Sprintf("%s is busy (%s): wait for it to finish", d.e.Name, b.progress()))
+		return nil
+	}
+	snap, _ := m.mgr.(Snapshotter)
+	clone, _ := m.mgr.(Cloner)
+	if (d.act == actClone && clone == nil) || (d.act != actClone && snap == nil) {
+		m.warn("not available here")
+		return nil
+	}
+	m.busy[k] = d.act
+	m.msg = ""
+	ref, parent := d.e.UID, m.c.Ctx
+	if ref == "" {
+		ref = d.e.Name
+	}
+	// a running VM is restored only with the operator's yes to the
+	// warning that said so; one that started meanwhile is refused by the
+	// core (vm.ErrRestoreRunning) rather than reset unasked
+	force := running(d.e)
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(parent, d.act.timeout())
+		defer cancel()
+		var err error
+		switch d.act {
+		case actSnapCreate:
+			_, err = snap.CreateSnapshot(ctx, ref, d.name, vm.SnapshotOptions{Memory: d.flag})
+		case actSnapRestore:
+			err = snap.RestoreSnapshot(ctx, ref, d.name, vm.RestoreOptions{Force: force})
+		case actSnapDelete:
+			err = snap.DeleteSnapshot(ctx, ref, d.name)
+		case actClone:
+			_, err = clone.Clone(ctx, ref, d.name, vm.CloneOptions{Linked: d.flag})
+		}
+		return actionDoneMsg{key: k, act: d.act, name: d.e.Name, err: err, done: d.done()}
+	}
+}
+
+var _ Snapshotter = (*vm.Manager)(nil)
+
+var _ Cloner = (*vm.Manager)(nil)

@@ -1,10 +1,13 @@
 package vms
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
 
+	"charm.land/bubbles/v2/key"
+	tea "charm.land/bubbletea/v2"
 	"charm.land/lipgloss/v2"
 	"github.com/charmbracelet/x/ansi"
 
@@ -123,4 +126,168 @@ func autostartNote(e vm.Entry) string {
 		n += " (delay " + e.StartupDelay.String() + ")"
 	}
 	return n
+}
+
+// snapState is the snapshots panel of one VM: its snapshots, newest
+// last as the core lists them, and the highlighted one.
+type snapState struct {
+	key    string // the VM's entryKey
+	e      vm.Entry
+	list   []vm.Snapshot
+	loaded bool
+	err    error
+	idx    int
+}
+
+// snapListMsg is the panel's list, read in the background.
+type snapListMsg struct {
+	key  string
+	list []vm.Snapshot
+	err  error
+}
+
+// openSnapshots opens e's snapshots panel and reads its list.
+func (m *Model) openSnapshots(e vm.Entry) tea.Cmd {
+	if _, ok := m.mgr.(Snapshotter); !ok {
+		m.warn("snapshots are not available here")
+		return nil
+	}
+	m.snaps = &snapState{key: entryKey(e), e: e}
+	return m.loadSnaps()
+}
+
+func (m *Model) loadSnaps() tea.Cmd {
+	sn, ok := m.mgr.(Snapshotter)
+	if m.snaps == nil || !ok {
+		return nil
+	}
+	k, ref, parent := m.snaps.key, m.snaps.e.UID, m.c.Ctx
+	if ref == "" {
+		ref = m.snaps.e.Name
+	}
+	return func() tea.Msg {
+		ctx, cancel := context.WithTimeout(parent, listTimeout)
+		defer cancel()
+		list, err := sn.ListSnapshots(ctx, ref)
+		return snapListMsg{key: k, list: list, err: err}
+	}
+}
+
+// snapsLoaded takes the panel's list, if the panel is still that VM's.
+func (m *Model) snapsLoaded(msg snapListMsg) {
+	p := m.snaps
+	if p == nil || p.key != msg.key {
+		return
+	}
+	p.loaded, p.err = true, msg.err
+	if msg.err != nil && m.c.Logger != nil {
+		m.c.Logger.Warn("vms: list snapshots", "vm", p.e.Name, "err", msg.err)
+	}
+	if msg.err == nil {
+		p.list = msg.list
+	}
+	p.idx = min(max(p.idx, 0), max(len(p.list)-1, 0))
+}
+
+// snapDone reloads the panel after one of its VM's operations ended.
+func (m *Model) snapDone(k string) tea.Cmd {
+	if m.snaps == nil || m.snaps.key != k {
+		return nil
+	}
+	if e, ok := m.find(k); ok {
+		m.snaps.e = e
+	}
+	return m.loadSnaps()
+}
+
+func (m *Model) snapsKey(msg tea.KeyPressMsg) tea.Cmd {
+	p, k := m.snaps, m.keys
+	// the VM as the list has it now (running or not decides the warning)
+	if e, ok := m.find(p.key); ok {
+		p.e = e
+	}
+	switch {
+	case key.Matches(msg, k.Close):
+		m.snaps = nil
+	case key.Matches(msg, k.Up):
+		p.idx = max(p.idx-1, 0)
+	case key.Matches(msg, k.Down):
+		p.idx = min(p.idx+1, max(len(p.list)-1, 0))
+	case key.Matches(msg, k.SnapCreate):
+		if !m.c.Session.CanWrite() {
+			m.warn(m.c.Session.ReadOnlyReason())
+			return nil
+		}
+		m.form = &formState{kind: formSnapshot, e: p.e}
+	case key.Matches(msg, k.SnapRestore), key.Matches(msg, k.SnapDelete):
+		if p.idx >= len(p.list) {
+			return nil
+		}
+		if !m.c.Session.CanWrite() {
+			m.warn(m.c.Session.ReadOnlyReason())
+			return nil
+		}
+		sn := p.list[p.idx]
+		a := actSnapRestore
+		if key.Matches(msg, k.SnapDelete) {
+			a = actSnapDelete
+		}
+		m.confirm = &confirmState{act: a, e: p.e, d: &day2{act: a, e: p.e, name: sn.Name, flag: sn.Memory}}
+	}
+	return nil
+}
+
+// snapsBox is the panel: the VM's snapshots with their date, size and
+// whether they hold memory.
+func (m *Model) snapsBox() []string {
+	s, p := m.c.Styles, m.snaps
+	lines := []string{s.Section.Render("Snapshots of "+m.clean(p.e.Name)) + " " + s.Muted.Render("("+p.e.Phase+")"), ""}
+	const nameW = 22
+	switch {
+	case !p.loaded:
+		lines = append(lines, s.Muted.Render("loading"+dots(s)))
+	case p.err != nil:
+		lines = append(lines, s.Badgef(styles.Failure)+" "+m.clean(p.err.Error()))
+	case len(p.list) == 0:
+		lines = append(lines, "No snapshots yet: c takes one.")
+	default:
+		lines = append(lines, "  "+s.Section.Render(m.cell("NAME", nameW)+" "+m.cell("TAKEN", 16)+" "+m.cell("SIZE", 9)+" MEMORY"))
+		rows := max(m.c.Height-10, 1)
+		off := max(p.idx-rows+1, 0)
+		for i := off; i < len(p.list) && i < off+rows; i++ {
+			sn := p.list[i]
+			mem := "no"
+			if sn.Memory {
+				mem = "yes"
+			}
+			l := m.cell(m.clean(sn.Name), nameW) + " " + m.cell(sn.CreatedAt.Local().Format("2006-01-02 15:04"), 16) + " " +
+				m.cell(humanBytes(sn.SizeBytes), 9) + " " + mem
+			if i == p.idx {
+				lines = append(lines, s.Selected.Render("> "+l))
+			} else {
+				lines = append(lines, "  "+l)
+			}
+		}
+	}
+	return m.box(append(lines, "", s.Muted.Render("c take  enter restore  Del/D delete  esc close")))
+}
+
+// humanBytes is n in binary units, one decimal below 10.
+func humanBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, u := float64(n), ""
+	for _, x := range []string{"KiB", "MiB", "GiB", "TiB"} {
+		v /= unit
+		u = x
+		if v < unit {
+			break
+		}
+	}
+	if v < 10 {
+		return fmt.Sprintf("%.1f %s", v, u)
+	}
+	return fmt.Sprintf("%.0f %s", v, u)
 }

@@ -22,6 +22,8 @@ type menuState struct {
 type confirmState struct {
 	act action
 	e   vm.Entry
+	// d is the snapshot restore or delete asked about (act is its act)
+	d *day2
 }
 
 func (m *Model) openMenu() {
@@ -83,7 +85,11 @@ func (m *Model) confirmKey(msg tea.KeyPressMsg) tea.Cmd {
 	}
 	c := m.confirm
 	m.confirm = nil
-	m.info(c.e.Name + ": " + c.act.verb() + " cancelled")
+	what := c.act.verb()
+	if c.d != nil {
+		what += " of snapshot " + fmt.Sprintf("%q", c.d.name)
+	}
+	m.info(c.e.Name + ": " + what + " cancelled")
 	return nil
 }
 
@@ -94,6 +100,9 @@ func (m *Model) confirmed() tea.Cmd {
 	if !m.c.Session.CanWrite() {
 		m.warn(m.c.Session.ReadOnlyReason())
 		return nil
+	}
+	if c.d != nil {
+		return m.runDay2(*c.d)
 	}
 	return m.run(c.act, c.e)
 }
@@ -129,12 +138,163 @@ func (m *Model) confirmBox() []string {
 	case actReboot:
 		title = "Reset VM " + name + "?"
 		what = []string{"A hard reset, like the reset button: the guest", "loses what it has not written to disk."}
+	case actSnapRestore:
+		title, what = m.restoreWarning(name)
+	case actSnapDelete:
+		title = "Delete snapshot " + m.clean(m.confirm.d.name) + " of " + name + "?"
+		what = []string{"The VM's disks keep their current state; the", "snapshot's data is freed. This cannot be undone."}
 	default:
 		title = "Delete VM " + name + "?"
 		what = []string{"Its spec, disks, seed ISO and logs are removed.", "This cannot be undone."}
 	}
 	lines := append([]string{s.Badgef(styles.Warning) + " " + s.Section.Render(title), ""}, what...)
-	return m.box(append(lines, "", common.ConfirmPrompt(s, m.confirm.act.verb()+" "+name)))
+	verb := m.confirm.act.verb() + " " + name
+	if m.confirm.d != nil {
+		verb = m.confirm.act.verb() + " " + m.clean(m.confirm.d.name)
+	}
+	return m.box(append(lines, "", common.ConfirmPrompt(s, verb)))
+}
+
+// restoreWarning is the restore confirmation's title and text: a running
+// VM gets the stronger one, since it loses its present state at once.
+func (m *Model) restoreWarning(name string) (string, []string) {
+	d := m.confirm.d
+	snap := m.clean(d.name)
+	title := "Restore " + name + " to snapshot " + snap + "?"
+	if !running(d.e) {
+		return title, []string{"Its disks go back to the snapshot: whatever was", "written since is lost. This cannot be undone."}
+	}
+	if d.flag { // a memory snapshot
+		return title, []string{"THE VM IS RUNNING. Its memory and disks are", "replaced by the snapshot's at once: everything the",
+			"guest did since is lost. This cannot be undone."}
+	}
+	return title, []string{"THE VM IS RUNNING. It is powered off at once (no", "shutdown), its disks go back to the snapshot and",
+		"it starts again: everything since is lost, running", "programs included. This cannot be undone."}
+}
+
+// formKind is what a name form makes.
+type formKind int
+
+const (
+	formSnapshot formKind = iota + 1
+	formClone
+)
+
+// formState is the snapshot or clone form: a name and one toggle (with
+// memory; linked).
+type formState struct {
+	kind   formKind
+	e      vm.Entry
+	name   []rune
+	toggle bool
+	focus  int // 0 the name, 1 the toggle
+	err    string
+}
+
+// maxNameLen bounds what the name field takes.
+const maxNameLen = 63
+
+func (f *formState) day2() day2 {
+	a := actSnapCreate
+	if f.kind == formClone {
+		a = actClone
+	}
+	return day2{act: a, e: f.e, name: string(f.name), flag: f.toggle}
+}
+
+func (m *Model) formKey(msg tea.KeyPressMsg) tea.Cmd {
+	f, k := m.form, m.keys
+	switch {
+	case key.Matches(msg, k.Close):
+		m.form = nil
+		return nil
+	case key.Matches(msg, k.Submit):
+		return m.submitForm()
+	case key.Matches(msg, k.NextField):
+		f.focus = 1 - f.focus
+		return nil
+	case f.focus == 1 && key.Matches(msg, k.Toggle):
+		f.toggle = !f.toggle
+		return nil
+	case f.focus == 0 && msg.String() == "backspace":
+		if len(f.name) > 0 {
+			f.name = f.name[:len(f.name)-1]
+		}
+		f.err = ""
+		return nil
+	case f.focus == 0 && msg.Text != "" && msg.Mod&^tea.ModShift == 0:
+		for _, r := range msg.Text {
+			if len(f.name) < maxNameLen && r > ' ' && r < 0x7f {
+				f.name = append(f.name, r)
+			}
+		}
+		f.err = ""
+	}
+	return nil
+}
+
+// submitForm checks the name as the core would and runs the operation;
+// a bad name stays in the form with the reason.
+func (m *Model) submitForm() tea.Cmd {
+	f := m.form
+	d := f.day2()
+	if f.kind == formSnapshot {
+		if fe := vm.ValidateSnapshotName(d.name); fe != nil {
+			f.err = fe.Msg
+			if d.name == "" {
+				f.err = "give the snapshot a name"
+			}
+			return nil
+		}
+	} else if d.name == "" {
+		f.err = "give the clone a name"
+		return nil
+	}
+	m.form = nil
+	return m.runDay2(d)
+}
+
+func (m *Model) formBox() []string {
+	s, f := m.c.Styles, m.form
+	name := m.clean(f.e.Name)
+	title, toggle, hint := "Snapshot of "+name, "With memory (RAM and device state)", "a running VM resumes where it was"
+	if f.kind == formClone {
+		title, toggle, hint = "Clone "+name, "Linked (shares a read-only base)", "fast, no copy; otherwise every disk is copied"
+	}
+	field := string(f.name)
+	if f.focus == 0 {
+		field += "_"
+	}
+	mark := "[ ]"
+	if f.toggle {
+		mark = "[x]"
+	}
+	rows := []string{"Name: " + m.clean(field), mark + " " + toggle}
+	for i := range rows {
+		if i == f.focus {
+			rows[i] = s.Selected.Render("> " + rows[i])
+		} else {
+			rows[i] = "  " + rows[i]
+		}
+	}
+	lines := []string{s.Section.Render(title), ""}
+	lines = append(lines, rows...)
+	lines = append(lines, "    "+s.Muted.Render(hint), "")
+	if f.err != "" {
+		// the core's reason is long: wrapped to the box
+		badge := s.Badgef(styles.Failure) + " "
+		w := max(min(m.c.Width-8, 56)-lipgloss.Width(badge), 20)
+		for i, l := range strings.Split(ansi.Wordwrap(m.clean(f.err), w, ""), "\n") {
+			if i == 0 {
+				l = badge + l
+			} else {
+				l = strings.Repeat(" ", lipgloss.Width(badge)) + l
+			}
+			lines = append(lines, l)
+		}
+		lines = append(lines, "")
+	}
+	return m.box(append(lines, s.Muted.Render("enter ok  tab next field  space toggle  esc cancel")))
 }
 
 // box frames lines with the tier's border and one space of padding.

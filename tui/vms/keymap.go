@@ -16,8 +16,15 @@ type KeyMap struct {
 	Up, Down, PageUp, PageDown, Home, End key.Binding
 	Menu, Start, Stop, ForceStop, Reboot  key.Binding
 	Delete, Console, Autostart            key.Binding
+	// day-2: the VM's snapshots panel, and its clone form
+	Snapshots, Clone key.Binding
 	// the action menu's own keys, and the console's way out
 	Choose, Close, Detach key.Binding
+	// the snapshots panel's keys: take one (a name and memory prompt),
+	// restore or delete the highlighted one (each asks first)
+	SnapCreate, SnapRestore, SnapDelete key.Binding
+	// the name forms' keys: the next field, the toggle, submit
+	NextField, Toggle, Submit key.Binding
 }
 
 var _ keys.Map = KeyMap{}
@@ -39,6 +46,10 @@ func (k KeyMap) action(a action) key.Binding {
 		return k.Console
 	case actAutostart:
 		return k.Autostart
+	case actSnapshots:
+		return k.Snapshots
+	case actClone:
+		return k.Clone
 	}
 	return key.Binding{}
 }
@@ -88,10 +99,20 @@ func DefaultKeyMap() KeyMap {
 		Delete:    keys.On("delete", "D").Help("Del/D", "delete"),
 		Console:   keys.On("c").Help("c", "console"),
 		Autostart: keys.On("t").Help("t", "autostart on/off"),
+		Snapshots: keys.On("z").Help("z", "snapshots"),
+		Clone:     keys.On("u").Help("u", "clone"),
 
 		Choose: keys.On("enter").Help("enter", "choose"),
 		Close:  keys.On("esc").Help("esc", "close"),
 		Detach: keys.On("ctrl+]").Help("^]", "leave the console (the VM keeps running)"),
+
+		SnapCreate:  keys.On("c").Help("c", "take a snapshot"),
+		SnapRestore: keys.On("enter").Help("enter", "restore (asks)"),
+		SnapDelete:  keys.On("delete", "D").Help("Del/D", "delete (asks)"),
+
+		NextField: keys.On("tab", "up", "down").Help("tab", "next field"),
+		Toggle:    keys.On("space").Help("space", "toggle"),
+		Submit:    keys.On("enter").Help("enter", "ok"),
 	}
 }
 
@@ -105,8 +126,9 @@ func (k KeyMap) ShortHelp() []key.Binding {
 func (k KeyMap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
 		{k.Up, k.Down, k.PageUp, k.PageDown, k.Home, k.End},
-		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Autostart, k.Delete, k.Console, k.Detach},
+		{k.Menu, k.Start, k.Stop, k.ForceStop, k.Reboot, k.Autostart, k.Delete, k.Console, k.Snapshots, k.Clone, k.Detach},
 		{k.Choose, k.menuLetters(), k.Close},
+		{k.SnapCreate, k.SnapRestore, k.SnapDelete, k.NextField, k.Toggle, k.Submit},
 	}
 }
 
@@ -114,6 +136,10 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 	switch {
 	case m.confirm != nil:
 		return m.confirmKey(msg)
+	case m.form != nil:
+		return m.formKey(msg)
+	case m.snaps != nil:
+		return m.snapsKey(msg)
 	case m.menu != nil:
 		return m.menuKey(msg)
 	}
@@ -147,6 +173,10 @@ func (m *Model) key(msg tea.KeyPressMsg) tea.Cmd {
 		return m.request(actConsole)
 	case key.Matches(msg, k.Autostart):
 		return m.request(actAutostart)
+	case key.Matches(msg, k.Snapshots):
+		return m.request(actSnapshots)
+	case key.Matches(msg, k.Clone):
+		return m.request(actClone)
 	case msg.String() == "esc":
 		m.msg = ""
 	}

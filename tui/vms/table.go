@@ -30,6 +30,10 @@ func (m *Model) Render() string {
 	switch {
 	case m.confirm != nil:
 		out = overlay(out, m.confirmBox(), w)
+	case m.form != nil:
+		out = overlay(out, m.formBox(), w)
+	case m.snaps != nil:
+		out = overlay(out, m.snapsBox(), w)
 	case m.menu != nil:
 		out = overlay(out, m.menuBox(), w)
 	}
@@ -38,7 +42,7 @@ func (m *Model) Render() string {
 
 // columns are the widths of `virt vm list`'s columns but UID, which gets
 // what is left.
-type columns struct{ name, class, phase, accel, pid, cpus, mem int }
+type columns struct{ name, class, phase, cpu, accel, pid, cpus, mem int }
 
 func (m *Model) columns() columns {
 	c := columns{name: 4, class: 8, phase: 12, accel: 5, pid: 7, cpus: 4, mem: 9}
@@ -47,6 +51,9 @@ func (m *Model) columns() columns {
 		c.class = max(c.class, len(e.Class)) // UNREADABLE, whole
 	}
 	c.name = min(c.name, 20)
+	if m.stats.src != nil {
+		c.cpu = cpuColW // CPU % and its sparkline (stats.go)
+	}
 	return c
 }
 
@@ -62,16 +69,22 @@ func (m *Model) tableLines() []string {
 	s := m.c.Styles
 	cols := m.columns()
 	uidW := m.c.Width - 2 - cols.name - cols.class - cols.phase - cols.accel - cols.pid - cols.cpus - cols.mem - 7
-	row := func(name, class, phase, accel, pid, cpus, mem, uid string) string {
+	if cols.cpu > 0 {
+		uidW -= cols.cpu + 1
+	}
+	row := func(name, class, phase, cpu, accel, pid, cpus, mem, uid string) string {
 		name, accel, uid = m.clean(name), m.clean(accel), m.clean(uid)
-		parts := []string{m.cell(name, cols.name), m.cell(class, cols.class), m.cell(phase, cols.phase),
-			m.cell(accel, cols.accel), m.cell(pid, cols.pid), m.cell(cpus, cols.cpus), m.cell(mem, cols.mem)}
+		parts := []string{m.cell(name, cols.name), m.cell(class, cols.class), m.cell(phase, cols.phase)}
+		if cols.cpu > 0 {
+			parts = append(parts, m.cell(cpu, cols.cpu))
+		}
+		parts = append(parts, m.cell(accel, cols.accel), m.cell(pid, cols.pid), m.cell(cpus, cols.cpus), m.cell(mem, cols.mem))
 		if uidW >= 8 {
 			parts = append(parts, m.cell(uid, uidW))
 		}
 		return strings.Join(parts, " ")
 	}
-	lines := []string{"  " + s.Section.Render(row("NAME", "CLASS", "PHASE", "ACCEL", "PID", "CPUS", "MEMORY", "UID"))}
+	lines := []string{"  " + s.Section.Render(row("NAME", "CLASS", "PHASE", "CPU", "ACCEL", "PID", "CPUS", "MEMORY", "UID"))}
 	switch {
 	case !m.loaded:
 		return append(lines, "  "+s.Muted.Render("loading"+dots(s)))
@@ -92,9 +105,8 @@ func (m *Model) tableLines() []string {
 		if e.PID > 0 {
 			pid = strconv.Itoa(e.PID)
 		}
-		if e.MemoryMiB > 0 {
-			mem = strconv.Itoa(e.MemoryMiB) + "MiB"
-		}
+		mem = m.memCell(e)
+		cpu := m.cpuCell(e)
 		accel := e.Accel
 		if accel == "" {
 			accel = "-"
@@ -106,11 +118,11 @@ func (m *Model) tableLines() []string {
 		}
 		name := e.Name
 		if i == m.cursor {
-			lines = append(lines, s.Selected.Render("> "+row(name, e.Class, phase, accel, pid, cpus, mem, e.UID)))
+			lines = append(lines, s.Selected.Render("> "+row(name, e.Class, phase, cpu, accel, pid, cpus, mem, e.UID)))
 			continue
 		}
 		// style the cells after padding so the columns stay aligned
-		r := row(name, e.Class, phase, accel, pid, cpus, mem, e.UID)
+		r := row(name, e.Class, phase, cpu, accel, pid, cpus, mem, e.UID)
 		lines = append(lines, "  "+m.styleRow(r, cols, e, isBusy))
 	}
 	return lines

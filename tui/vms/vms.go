@@ -95,6 +95,9 @@ type Model struct {
 
 	menu    *menuState
 	confirm *confirmState
+	stats   statsView // live CPU and memory (stats.go)
+	snaps   *snapState // the snapshots panel (detail.go)
+	form    *formState // the snapshot or clone form (dialogs.go)
 }
 
 var _ common.Screen = (*Model)(nil)
@@ -125,7 +128,9 @@ func (m *Model) SetSize(w, h int) {
 func (m *Model) Title() string { return "Virtual machines" }
 
 // Capturing reports that the menu or the confirmation dialog takes every key.
-func (m *Model) Capturing() bool { return m.menu != nil || m.confirm != nil }
+func (m *Model) Capturing() bool {
+	return m.menu != nil || m.confirm != nil || m.snaps != nil || m.form != nil
+}
 
 // ShortHelp is the screen's part of the key legend: the list's keys, or
 // those of the open menu or dialog. It fits one 76-column line.
@@ -133,7 +138,11 @@ func (m *Model) ShortHelp() []key.Binding {
 	k := m.keys
 	switch {
 	case m.confirm != nil:
-		return common.ConfirmHelp("delete")
+		return common.ConfirmHelp(m.confirm.act.verb())
+	case m.form != nil:
+		return []key.Binding{k.Submit, k.NextField, k.Toggle, k.Close}
+	case m.snaps != nil:
+		return []key.Binding{k.Up, k.Down, k.SnapCreate, k.SnapRestore, k.SnapDelete, k.Close}
 	case m.menu != nil:
 		return []key.Binding{k.Up, k.Down, k.Choose, k.menuLetters(), k.Close}
 	}
@@ -147,7 +156,16 @@ func (m *Model) FullHelp() [][]key.Binding { return m.keys.FullHelp() }
 // the obvious next step for the selected VM, else `virt vm list`.
 func (m *Model) CLI() string {
 	if m.confirm != nil {
+		if m.confirm.d != nil {
+			return m.confirm.d.cli()
+		}
 		return m.confirm.act.cli(m.confirm.e.Name)
+	}
+	if m.form != nil {
+		return m.form.day2().cli()
+	}
+	if m.snaps != nil {
+		return actSnapshots.cli(m.snaps.e.Name)
 	}
 	e, ok := m.selected()
 	if !ok || !actionable(e) {
@@ -240,6 +258,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.ticks%reloadEvery == 0 {
 			return m, m.load()
 		}
+		return m, m.sampleStats(false)
+	case statsMsg:
+		m.statsLoaded(msg)
 	case listMsg:
 		m.loading, m.loaded = false, true
 		m.loadErr = msg.err
@@ -253,6 +274,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.reloadQueued = false
 			return m, m.load()
 		}
+		return m, m.sampleStats(true)
 	case actionDoneMsg:
 		delete(m.busy, msg.key)
 		if msg.err != nil {
@@ -265,7 +287,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		} else {
 			m.ok(msg.name + " " + msg.act.done())
 		}
-		return m, m.load()
+		return m, tea.Batch(m.load(), m.snapDone(msg.key))
+	case snapListMsg:
+		m.snapsLoaded(msg)
 	case consoleDoneMsg:
 		switch {
 		case errors.Is(msg.err, errConsoleIdle):

@@ -737,8 +737,8 @@ func TestListAndMenuShareKeys(t *testing.T) {
 			pick = b.Help().Key
 		}
 	}
-	if pick != "a/o/f/b/t/D/c" {
-		t.Errorf("menu legend pick keys = %q; want a/o/f/b/t/D/c, the list's letters", pick)
+	if pick != "a/o/f/b/t/D/z/u/c" {
+		t.Errorf("menu legend pick keys = %q; want a/o/f/b/t/D/z/u/c, the list's letters", pick)
 	}
 	// x is the global log-out letter: no key in the menu
 	keysTo(t, m, "x")
