@@ -95,7 +95,7 @@ type Model struct {
 
 	menu    *menuState
 	confirm *confirmState
-	stats   statsView // live CPU and memory (stats.go)
+	stats   statsView  // live CPU and memory (stats.go)
 	snaps   *snapState // the snapshots panel (detail.go)
 	form    *formState // the snapshot or clone form (dialogs.go)
 }
