@@ -89,6 +89,7 @@ func newVMCmd(env *Env) *cobra.Command {
 		newVMDeleteCmd(env), newVMConsoleCmd(env), newVMLogsCmd(env), newVMIPCmd(env), newVMGCCmd(env))
 	cmd.AddCommand(newVMSaveCmd(env))
 	cmd.AddCommand(newVMAutostartCmd(env))
+	cmd.AddCommand(newVMCDROMCmd(env), newVMDisplayCmd(env))
 	cmd.AddCommand(newVMSnapshotCmd(env))
 	cmd.AddCommand(newVMCloneCmd(env))
 	cmd.AddCommand(newVMStatsCmd(env), newVMEventsCmd(env))

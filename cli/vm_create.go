@@ -19,6 +19,7 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 		cpus                                         int
 		memory, disk, image, kernel, initrd, cmdline string
 		userData, accel, firmware                    string
+		cdrom, display                               string
 		start, autostart                             bool
 		startupOrder                                 int
 		startupDelay                                 time.Duration
@@ -32,7 +33,8 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 		Example: `  virt vm create t1 --kernel build/guest/vmlinuz --initrd build/guest/initrd.img --memory 256 --start
   virt vm create web --image debian-12 --disk 20G --cpus 2 --memory 2G --cloud-init-user-data user.yaml --network default --start
   virt vm create web --image debian-12 --ssh-key ~/.ssh/id_ed25519.pub --user ops --network default --start
-  virt vm create db --image debian-12 --network bridge=br0 --network default --memory 4G`,
+  virt vm create db --image debian-12 --network bridge=br0 --network default --memory 4G
+  virt vm create inst --cdrom debian-12.7.0-amd64-netinst.iso --disk 20G --memory 2G --start   # then: virt vm display inst`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m := env.vms()
@@ -86,6 +88,15 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 			} else if disk != "" {
 				v.Spec.Disks = append(v.Spec.Disks, vm.Disk{Name: "root", Size: disk})
 			}
+			if cdrom != "" {
+				// the blank disk boots first and falls through to the CD
+				// until an installer has filled it (vm cdrom eject after)
+				v.Spec.CDROM = &vm.CDROM{ISO: absPath(cdrom)}
+				if display == "" {
+					display = vm.DisplayVNC // an installer wants a screen
+				}
+			}
+			v.Spec.Display = display
 			if kernel != "" || initrd != "" || cmdline != "" {
 				v.Spec.Boot = &vm.Boot{Kernel: absPath(kernel), Initrd: absPath(initrd), Cmdline: cmdline}
 				if cmdline == "" && kernel != "" {
@@ -131,6 +142,8 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	f.StringVar(&kernel, "kernel", "", "kernel for direct boot")
 	f.StringVar(&initrd, "initrd", "", "initramfs for direct boot")
 	f.StringVar(&cmdline, "cmdline", "", "kernel command line for direct boot (default console=ttyS0)")
+	f.StringVar(&cdrom, "cdrom", "", "an ISO 9660 image (an installer) in a CD drive, booted when the disks are blank; sets --display vnc unless --display none (virt vm cdrom eject once installed)")
+	f.StringVar(&display, "display", "", "none, or vnc: a VGA screen served by VNC on a unix socket under the VM's run dir (virt vm display; default vnc with --cdrom, else none)")
 	f.StringVar(&userData, "cloud-init-user-data", "", "cloud-init user data file for the NoCloud seed (never logged)")
 	f.StringArrayVar(&sshKeys, "ssh-key", nil, "an SSH public key file (id_ed25519.pub) whose keys cloud-init authorises (repeatable; merged into --cloud-init-user-data)")
 	f.StringVar(&sshUser, "user", "", "with --ssh-key: the user cloud-init makes for the keys (sudo without a password); default: the image's default user")
@@ -146,6 +159,10 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	_ = cmd.RegisterFlagCompletionFunc("network", nicTargets(env))
 	_ = cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = cmd.RegisterFlagCompletionFunc("firmware", cobra.FixedCompletions([]string{"uefi", "bios"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("cdrom", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return []string{"iso"}, cobra.ShellCompDirectiveFilterFileExt
+	})
+	_ = cmd.RegisterFlagCompletionFunc("display", cobra.FixedCompletions([]string{vm.DisplayNone, vm.DisplayVNC}, cobra.ShellCompDirectiveNoFileComp))
 	return cmd
 }
 
