@@ -85,6 +85,8 @@ bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm star
 # DCUI (root, tmux, PAM): first frame vs `virt version` on a pty, RSS with 50 VMs, key latency while QMP hangs
 	VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestDCUIBench|TestWebtermBench' -v ./integration/
 	$(GO) test -count=1 -run TestKeypressDuringSlowCall -v ./tui/vms/
+# disk hot-plug (TCG): virt vm disk add to the guest seeing /sys/block/vdb, vs a cold add to the stopped VM + start until the guest is up with it
+	set -o pipefail; VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestIntegrationVMHotplugDisk' -v ./integration/ | grep -E 'bench:|PASS|FAIL|ok'
 # director: 1000 simulated agents on loopback (enrolment 16 in flight; one mTLS session each at 10 s and 1 s heartbeats; then 2000 tasks, 4 in flight: CreateTask to the agent's Queued on WatchTask); resync of 1000 x 50 VMs after kill -9 and rm -rf <data>/etcd; failover of 1000 agents between two replicas over 3 etcd members; scale: 2000 agents at 10 s heartbeats over two replicas (10,000 do not all register within 5 min on 2 shared cores)
 	set -e; for m in all resync failover scale; do $(GO) run ./scripts/dirload -director bin/virt-director -mode $$m -scale-n 2000; done
 
