@@ -53,6 +53,9 @@ func main() {
 	if *only == "" || *only == "stats" {
 		failed = statsBench(*virt, *guest, *n, *statsVMs) || failed
 	}
+	if *only == "" || *only == "snapshot" {
+		failed = snapshotBench(*virt, *guest, *n) || failed
+	}
 	if failed {
 		os.Exit(1)
 	}
