@@ -134,8 +134,23 @@ func TestIntegrationVMSnapshotDisk(t *testing.T) {
 	}
 	imgCheck(t, disk, true)
 
+	// a disk hot-plugged since: the old snapshot is refused, a new one
+	// holds both disks
+	v(t, root, "vm", "disk", "add", "s1", "--size", "16M", "--name", "data")
+	r = virt(t, nil, "--root", root, "vm", "snapshot", "restore", "s1", "before", "--force")
+	if r.code != 1 || !strings.Contains(r.stderr, "another disk layout") || !strings.Contains(r.stderr, "data") {
+		t.Errorf("restore after a disk was added: exit %d, stderr %q; want exit 1, the layout error naming the new disk", r.code, r.stderr)
+	}
+	if got := readMarker(t, root, "s1"); got != "M1" {
+		t.Errorf("after the refused restore the disk reads %q; want M1 (untouched)", got)
+	}
+	v(t, root, "vm", "snapshot", "create", "s1", "both")
+	if s := snapshotList(t, root, "s1")["both"]; len(s.Disks) != 2 {
+		t.Errorf("snapshot of a VM with a hot-plugged disk: %+v; want both disks", s)
+	}
+
 	r = virt(t, nil, "--root", root, "vm", "delete", "s1", "--force")
-	if r.code != 2 || !strings.Contains(r.stderr, "has snapshots (before)") || !strings.Contains(r.stderr, "--with-snapshots") {
+	if r.code != 2 || !strings.Contains(r.stderr, "has snapshots (before, both)") || !strings.Contains(r.stderr, "--with-snapshots") {
 		t.Errorf("delete of a VM with a snapshot: exit %d, stderr %q; want exit 2 naming it, with the --with-snapshots hint", r.code, r.stderr)
 	}
 	if e := entry(t, root, "s1"); e.Phase != vm.PhaseRunning {

@@ -200,7 +200,9 @@ func (m *Manager) readDisks(ctx context.Context, vm *VirtualMachine, mon *qmp.Mo
 		}
 		for _, d := range vm.Spec.Disks {
 			i := slices.IndexFunc(blocks, func(b qmpBlock) bool {
-				return b.Device == DiskDriveID(d.Name) && b.Inserted != nil
+				// a cold-plugged disk's -drive is named by its drive id, a
+				// hot-plugged one's node (vm/hotplug.go)
+				return b.Inserted != nil && (b.Device == DiskDriveID(d.Name) || b.Inserted.NodeName == DiskDriveID(d.Name))
 			})
 			if i < 0 {
 				return nil, fmt.Errorf("disk %q: not attached to the running QEMU (no block device %s)", d.Name, DiskDriveID(d.Name))
