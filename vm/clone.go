@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/google/uuid"
@@ -486,12 +487,22 @@ func (m *Manager) backupDisks(ctx context.Context, img string, s *VirtualMachine
 }
 
 // linkDisks freezes the source's disks into read-only layers and makes
-// the clone's disks overlays on them. For each disk, disk-<name>.qcow2
-// is renamed to its frozen layer (a running QEMU's open file follows the
-// rename), a new overlay on that layer takes its place for the source,
-// and a running QEMU moves onto the new overlays in one transaction
-// (blockdev-snapshot-sync, mode existing: the overlays are made here,
-// so their headers name the frozen layer from the first byte).
+// the clone's disks overlays on them.
+//
+// A stopped source: disk-<name>.qcow2 is renamed to its frozen layer and
+// a new overlay on that layer takes its place.
+//
+// A running source: QEMU knows its files by name and reopens a disk by
+// that name when it turns it into a read-only backing layer, so no name
+// it uses may point elsewhere before that. The frozen layer is first a
+// second name (hard link) of the live disk; a new overlay on it (its
+// header names the layer from the first byte) is made under a live-*
+// name; QEMU moves onto the new overlays in one transaction
+// (blockdev-snapshot-sync, mode existing); only then does
+// disk-<name>.qcow2 become a name of the new overlay (link and rename
+// over). The live-* name stays while that QEMU runs: it is the name QEMU
+// has for its active layer (a later clone reopens it by it); a clone of
+// the stopped VM removes it.
 func (m *Manager) linkDisks(ctx context.Context, r *revert.Stack, img string, s *VirtualMachine, cloneUID string, disks []cloneDisk, running bool) error {
 	if len(disks) == 0 {
 		return nil
@@ -504,36 +515,49 @@ func (m *Manager) linkDisks(ctx context.Context, r *revert.Stack, img string, s 
 	if running {
 		sr = revert.New()
 		defer sr.Fail()
+	} else {
+		m.removeLiveNames(s.Metadata.UID)
 	}
 	id := cloneUID[:8]
 	frozen := make([]string, len(disks))
+	live := make([]string, len(disks))
 	for i, d := range disks {
 		frozen[i] = m.frozenLayerPath(s.Metadata.UID, d.name, id)
+		live[i] = filepath.Join(m.layout().VMStateDir(s.Metadata.UID), "live-"+d.name+"-"+id+".qcow2")
 		size := strconv.FormatInt(d.chain[0].VirtualSize, 10)
-		if _, err := os.Lstat(frozen[i]); err == nil {
-			return fmt.Errorf("disk %q: freeze: %s exists", d.name, frozen[i])
+		from, f, lv := d.from, frozen[i], live[i]
+		if _, err := os.Lstat(f); err == nil {
+			return fmt.Errorf("disk %q: freeze: %s exists", d.name, f)
 		}
-		if err := os.Rename(d.from, frozen[i]); err != nil {
-			return fmt.Errorf("disk %q: freeze: %w", d.name, err)
+		top := from // where the source's new overlay is made
+		if running {
+			if err := os.Link(from, f); err != nil {
+				return fmt.Errorf("disk %q: freeze: %w", d.name, err)
+			}
+			sr.Add(func() error { return os.Remove(f) })
+			top = lv
+		} else {
+			if err := os.Rename(from, f); err != nil {
+				return fmt.Errorf("disk %q: freeze: %w", d.name, err)
+			}
+			sr.Add(func() error { return os.Rename(f, from) })
 		}
-		from, f := d.from, frozen[i]
-		sr.Add(func() error { return os.Rename(f, from) })
 		// -u: the layer is not opened (a running QEMU holds it for
 		// writing until the snapshot below), the size is given instead
-		if err := runTool(ctx, img, "create", "-q", "-f", "qcow2", "-u", "-b", f, "-F", "qcow2", from, size); err != nil {
-			os.Remove(from)
+		if err := runTool(ctx, img, "create", "-q", "-f", "qcow2", "-u", "-b", f, "-F", "qcow2", top, size); err != nil {
+			os.Remove(top)
 			return fmt.Errorf("disk %q: source overlay: %w", d.name, err)
 		}
-		sr.Add(func() error { return os.Remove(from) })
-		if err := os.Chmod(from, 0o600); err != nil {
+		sr.Add(func() error { return os.Remove(top) })
+		if err := os.Chmod(top, 0o600); err != nil {
 			return err
 		}
 	}
 	if running {
 		var actions []map[string]any
-		for _, d := range disks {
+		for i, d := range disks {
 			actions = append(actions, map[string]any{"type": "blockdev-snapshot-sync", "data": map[string]any{
-				"device": DiskDriveID(d.name), "snapshot-file": d.from, "format": "qcow2", "mode": "existing",
+				"device": DiskDriveID(d.name), "snapshot-file": live[i], "format": "qcow2", "mode": "existing",
 			}})
 		}
 		err := m.qmpDo(ctx, s.Metadata.UID, func(ctx context.Context, mon *qmp.Monitor) error {
@@ -541,10 +565,15 @@ func (m *Manager) linkDisks(ctx context.Context, r *revert.Stack, img string, s 
 		})
 		if err != nil {
 			// the transaction is all or nothing: QEMU is still on the
-			// old files, which the stack renames back
+			// old files, and the stack removes the new names
 			return fmt.Errorf("QMP transaction (blockdev-snapshot-sync): %w", err)
 		}
 		sr.Success()
+		for i, d := range disks {
+			if err := m.takeName(live[i], d.from); err != nil {
+				return fmt.Errorf("disk %q: the source runs on %s, but %s could not be made its name: %w", d.name, live[i], d.from, err)
+			}
+		}
 	}
 	for i, d := range disks {
 		// the layer is read by the source and the clone from now on:
@@ -559,6 +588,38 @@ func (m *Manager) linkDisks(ctx context.Context, r *revert.Stack, img string, s 
 		}
 	}
 	return nil
+}
+
+// takeName makes name a name of the file at live, atomically (name's
+// old file keeps its other names). live stays a name too; if no second
+// name can be made, live is renamed (the running QEMU's name for it is
+// then gone, but the next start boots the right file).
+func (m *Manager) takeName(live, name string) error {
+	tmp := name + ".new"
+	os.Remove(tmp)
+	if err := os.Link(live, tmp); err != nil {
+		m.log.Warn("clone: no second name for the live overlay; renaming it", "file", live, "err", err)
+		return os.Rename(live, name)
+	}
+	if err := os.Rename(tmp, name); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return syncDir(filepath.Dir(name))
+}
+
+// removeLiveNames drops the live-* names a running source's linked
+// clone left (see linkDisks) once no QEMU uses them: a file that has no
+// other name is kept.
+func (m *Manager) removeLiveNames(uid string) {
+	names, _ := filepath.Glob(filepath.Join(m.layout().VMStateDir(uid), "live-*.qcow2"))
+	for _, p := range names {
+		if fi, err := os.Stat(p); err == nil {
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+				os.Remove(p)
+			}
+		}
+	}
 }
 
 // linkedClonesOf lists the VMs whose recorded frozen layers lie in the
