@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/virtcon/virtcon/internal/redact"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -161,7 +162,7 @@ func editVM(ctx context.Context, r editRun) error {
 				return fmt.Errorf("vm %q: edit: %w (generation %d when the edit began, now %d): nothing applied; your edit is kept in %s (virt vm edit %s again and copy it over, or virt apply -f it)",
 					v.Metadata.Name, ErrEditConflict, v.Metadata.Generation, got, path, v.Metadata.Name)
 			}
-			fmt.Fprint(r.out, unifiedDiff("spec (stored)", "spec (edited)", specYAML(v.Spec), specYAML(in.Spec)))
+			fmt.Fprint(r.out, unifiedDiff("spec (stored)", "spec (edited)", specYAML(v.Spec), specYAML(diffSpec(in.Spec))))
 			var res *vm.ApplyResult
 			res, err = r.svc.Apply(ctx, in)
 			if err == nil {
@@ -211,6 +212,17 @@ func marshalEdit(v *vm.VirtualMachine) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// diffSpec is the edited spec as the diff shows it: user data typed into
+// the editor is a secret too, so the diff says only that it changed.
+func diffSpec(s vm.Spec) vm.Spec {
+	if ci := s.CloudInit; ci != nil && ci.UserData != "" && ci.UserData != redact.Mask {
+		c := *ci
+		c.UserData = redact.Mask + " (changed)"
+		s.CloudInit = &c
+	}
+	return s
 }
 
 func specYAML(s vm.Spec) string {

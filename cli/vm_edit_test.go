@@ -201,6 +201,21 @@ func TestVMEdit(t *testing.T) {
 		}
 	})
 
+	t.Run("new user data applied, not shown in the diff", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Setenv("EDITOR", fakeEditor(t, dir, `s/userData: .*/userData: "#cloud-config\\nhostname: other-secret\\n"/`))
+		out, errOut, code := run(t, "--root", root, "vm", "edit", "ed")
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		if strings.Contains(out+errOut, "other-secret") || !strings.Contains(out, "[REDACTED] (changed)") {
+			t.Errorf("the diff shows the user data, or not that it changed:\n%s%s", out, errOut)
+		}
+		if ud := userDataOf(t, root, "ed"); !strings.Contains(ud, "other-secret") {
+			t.Errorf("the new user data was not applied: %q", ud)
+		}
+	})
+
 	for _, tt := range []struct{ name, step string }{{"unchanged cancels", ""}, {"empty cancels", "EMPTY"}} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
