@@ -231,6 +231,23 @@ func TestIntegrationVMSnapshotMemory(t *testing.T) {
 		t.Errorf("after restoring the memory snapshot: %s; want Running", e.Phase)
 	}
 	imgCheck(t, disk, true)
+
+	// a stopped VM restored to a memory snapshot starts and resumes from it
+	v(t, root, "vm", "stop", "m1", "--force")
+	before = len(serialLog(root, uid))
+	v(t, root, "vm", "snapshot", "restore", "m1", "live")
+	after = nil
+	for deadline := time.Now().Add(20 * time.Second); len(after) < 3 && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		after = snapCounters(serialLog(root, uid)[before:])
+	}
+	if len(after) < 3 || after[0] > n+1 {
+		t.Errorf("counter after restoring the stopped VM %v (snapshot at <= %d); want it to go on from the snapshot", after, n)
+	}
+	if e := entry(t, root, "m1"); e.Phase != vm.PhaseRunning {
+		t.Errorf("after restoring the stopped VM to its memory snapshot: %s; want Running", e.Phase)
+	}
+	imgCheck(t, disk, true)
 	v(t, root, "vm", "snapshot", "delete", "m1", "live")
 	if l := snapshotList(t, root, "m1"); len(l) != 0 {
 		t.Errorf("snapshots after the delete: %v; want none", l)
