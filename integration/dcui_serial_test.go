@@ -133,3 +133,28 @@ func TestIntegrationDCUISerialLateAttach(t *testing.T) {
 	tt.waitWhole(5 * time.Second)
 	t.Logf("%d bytes after the attach point make a whole frame", len(late))
 }
+
+// TestIntegrationDCUISerialFirstKeyRepaints: with a repaint period far
+// off, the first key after a pause repaints the torn screen whole before
+// its answer (the operator who just arrived at the console presses one).
+func TestIntegrationDCUISerialFirstKeyRepaints(t *testing.T) {
+	testutil.RequireRoot(t, needsRoot)
+	tt := startTerm(t, "vt220", dcuiBin, "--root", vmRoot(t), "--console", "--repaint", "10m")
+	tt.waitFor(10*time.Second, "F2/l", "MANAGEMENT")
+	tt.waitWhole(5 * time.Second)
+	tty, err := os.OpenFile(tt.paneTTY(), os.O_WRONLY|syscall.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tty.Close()
+	if _, err := tty.WriteString("[   42.000000] hrtimer: interrupt took 1234567 ns\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond)
+	if s := tt.capture(); wholeFrame(s) == "" {
+		t.Fatalf("the screen is still whole after the kernel's text; the test shows nothing:\n%s", s)
+	}
+	tt.keys(true, "r") // refresh: redraws what changed, and (the first key) everything
+	took := tt.waitWhole(2 * time.Second)
+	t.Logf("whole %s after the first key", took.Round(10*time.Millisecond))
+}
