@@ -162,15 +162,16 @@ func (m *Manager) Clone(ctx context.Context, src, name string, o CloneOptions) (
 	if err != nil {
 		return nil, fail(err)
 	}
-	for _, d := range disks {
+	for i, d := range disks {
 		if err := os.Chmod(d.to, 0o600); err != nil {
 			return nil, fail(err)
 		}
-		layers, err := m.frozenLayersOf(ctx, img, d.to)
-		if err != nil {
-			return nil, fail(fmt.Errorf("disk %q: %w", d.name, err))
+		if o.Linked {
+			// the clone's chain: its overlay, the frozen layer (the
+			// source's disk as it was), then what that was backed by
+			rec.Layers = append(rec.Layers, m.frozenLayerPath(s.Metadata.UID, s.Spec.Disks[i].Name, c.Metadata.UID[:8]))
+			rec.Layers = append(rec.Layers, m.vmFiles(d.chain[1:])...)
 		}
-		rec.Layers = append(rec.Layers, layers...)
 	}
 	if len(rec.Layers) > 0 {
 		b, err := json.MarshalIndent(rec, "", "  ")
@@ -326,21 +327,17 @@ func (m *Manager) imageBase(chain []chainImage) *chainImage {
 	return &chain[1]
 }
 
-// frozenLayersOf lists the files of path's backing chain that live in a
-// VM's state directory (the frozen layers it reads).
-func (m *Manager) frozenLayersOf(ctx context.Context, img, path string) ([]string, error) {
-	chain, err := m.backingChain(ctx, img, path)
-	if err != nil {
-		return nil, err
-	}
+// vmFiles lists the files of a chain that live in a VM's state
+// directory (frozen layers; the image store's bases are not).
+func (m *Manager) vmFiles(chain []chainImage) []string {
 	vms := filepath.Join(m.layout().StateDir(), "vms") + string(filepath.Separator)
 	var out []string
-	for _, c := range chain[1:] {
+	for _, c := range chain {
 		if strings.HasPrefix(c.Filename, vms) {
 			out = append(out, c.Filename)
 		}
 	}
-	return out, nil
+	return out
 }
 
 // copyDisks copies a stopped source's disks (its lock is held: it cannot

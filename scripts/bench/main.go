@@ -56,6 +56,9 @@ func main() {
 	if *only == "" || *only == "snapshot" {
 		failed = snapshotBench(*virt, *guest, *n) || failed
 	}
+	if *only == "" || *only == "clone" {
+		failed = cloneBench(*virt, *guest, *n) || failed
+	}
 	if failed {
 		os.Exit(1)
 	}
