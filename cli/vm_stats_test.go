@@ -80,6 +80,13 @@ func TestVMStatsTable(t *testing.T) {
 	if len(lines) != len(want) {
 		t.Fatalf("table:\n%s\nwant %d lines", out, len(want))
 	}
+	// unknown is "-", never a made-up 0
+	if f := strings.Fields(lines[2]); len(f) != 8 || strings.Join(f[2:], " ") != "- - - - - -" {
+		t.Errorf("stopped VM's row %q: want every figure -", lines[2])
+	}
+	if strings.Fields(lines[3])[2] != "-" {
+		t.Errorf("row %q: CPU unknown shows %q; want -", lines[3], strings.Fields(lines[3])[2])
+	}
 	for i, w := range want {
 		for _, cell := range w {
 			if !strings.Contains(lines[i], cell) {

@@ -210,7 +210,8 @@ func TestSamplerWindow(t *testing.T) {
 		t.Errorf("second reading: %v known %v; want about 100", st.CPUPercent, st.CPUKnown)
 	}
 	st = Stats{UID: "u"}
-	set(3, 2) // another process on the PID
+	time.Sleep(10 * time.Millisecond)
+	set(500, 2) // another process on the PID (more ticks: a window would show)
 	s.cpu(&st, 9)
 	if st.CPUKnown {
 		t.Errorf("reused pid: CPU known (%v); want unknown", st.CPUPercent)
