@@ -97,19 +97,19 @@ func isoFieldError(iso string, check func(string) error) *FieldError {
 
 // CDROMChange is what a cdrom eject or insert did.
 type CDROMChange struct {
-	Name string `json:"name"`
+	Name string `json:"name" yaml:"name"`
 	// ISO is in the drive now ("" : empty); Previous was before.
-	ISO      string `json:"iso"`
-	Previous string `json:"previous,omitempty"`
+	ISO      string `json:"iso" yaml:"iso"`
+	Previous string `json:"previous,omitempty" yaml:"previous,omitempty"`
 	// Live: the running QEMU's drive was changed too (else the spec
 	// only, realised at the next start).
-	Live bool `json:"live"`
+	Live bool `json:"live" yaml:"live"`
 	// Forced: the guest had locked the tray (a mounted CD) and it was
 	// opened regardless.
-	Forced bool `json:"forced,omitempty"`
+	Forced bool `json:"forced,omitempty" yaml:"forced,omitempty"`
 	// Added: the stopped VM had no CD drive; one was added to its spec.
-	Added      bool  `json:"added,omitempty"`
-	Generation int64 `json:"generation"`
+	Added      bool  `json:"added,omitempty" yaml:"added,omitempty"`
+	Generation int64 `json:"generation" yaml:"generation"`
 }
 
 // EjectCDROM empties the VM's CD drive: on a running VM through QMP (the

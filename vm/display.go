@@ -31,17 +31,17 @@ func (e *NoDisplayError) Is(target error) bool { return target == ErrNoDisplay |
 // unix socket under the VM's run dir, never on a TCP port (it has no TLS
 // or password configured; the socket is root's, reached over SSH).
 type DisplayInfo struct {
-	Name string `json:"name"`
-	UID  string `json:"uid"`
+	Name string `json:"name" yaml:"name"`
+	UID  string `json:"uid" yaml:"uid"`
 	// Type is the protocol: vnc.
-	Type string `json:"type"`
+	Type string `json:"type" yaml:"type"`
 	// Socket is the VNC server's unix socket.
-	Socket string `json:"socket"`
+	Socket string `json:"socket" yaml:"socket"`
 	// Serving: the VM runs and its QEMU serves the socket.
-	Serving bool `json:"serving"`
+	Serving bool `json:"serving" yaml:"serving"`
 	// RestartNeeded: the VM runs, started before spec.display was vnc,
 	// so its QEMU has no display until it is stopped and started.
-	RestartNeeded bool `json:"restartNeeded,omitempty"`
+	RestartNeeded bool `json:"restartNeeded,omitempty" yaml:"restartNeeded,omitempty"`
 }
 
 // SSHTunnel is the ssh command that forwards localPort on the machine it
