@@ -336,15 +336,27 @@ func (m *Manager) qmpStats(ctx context.Context, uid string, st *Stats, balloon b
 		return err
 	}
 	defer mon.Close()
-	s, err := mon.Status(ctx)
-	if err != nil {
-		return err
+	// both commands at once (the monitor matches replies by id): QEMU
+	// reads them in one wakeup, which counts on a loaded host
+	var (
+		s       qmp.StatusInfo
+		sErr    error
+		blk     []blockStats
+		gotStat = make(chan struct{})
+	)
+	go func() {
+		defer close(gotStat)
+		s, sErr = mon.Status(ctx)
+	}()
+	bErr := mon.Execute(ctx, "query-blockstats", nil, &blk)
+	<-gotStat
+	if sErr != nil {
+		return sErr
+	}
+	if bErr != nil {
+		return bErr
 	}
 	st.Phase = phaseFromQMP(s.Status)
-	var blk []blockStats
-	if err := mon.Execute(ctx, "query-blockstats", nil, &blk); err != nil {
-		return err
-	}
 	applyBlockStats(st, blk)
 	if !balloon {
 		return nil
