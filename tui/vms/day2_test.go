@@ -74,6 +74,7 @@ func TestGoldenDay2(t *testing.T) {
 		{"restore-running", []string{"z", "enter"}, []string{"Restore web-01 to snapshot before-upgrade?", "THE VM IS RUNNING", "powered off at once"}},
 		{"restore-running-memory", []string{"z", "j", "enter"}, []string{"THE VM IS RUNNING", "memory and disks"}},
 		{"restore-stopped", []string{"j", "z", "enter"}, []string{"Restore web-02 to snapshot before-upgrade?", "Its disks go back"}},
+		{"restore-stopped-memory", []string{"j", "z", "j", "enter"}, []string{"Restore web-02 to snapshot with-ram?", "It then starts, and resumes"}},
 		{"snapshot-delete", []string{"z", "D"}, []string{"Delete snapshot before-upgrade of web-01?", "Press y to delete before-upgrade"}},
 		{"clone-form", []string{"u", "w", "e", "b", "-", "9", "tab", "space"}, []string{"Clone web-01", "Name: web-9", "[x] Linked"}},
 	}

@@ -162,7 +162,12 @@ func (m *Model) restoreWarning(name string) (string, []string) {
 	snap := m.clean(d.name)
 	title := "Restore " + name + " to snapshot " + snap + "?"
 	if !running(d.e) {
-		return title, []string{"Its disks go back to the snapshot: whatever was", "written since is lost. This cannot be undone."}
+		what := []string{"Its disks go back to the snapshot: whatever was", "written since is lost. This cannot be undone."}
+		if d.flag {
+			// the core starts it: the guest resumes where it was
+			what = append(what, "It then starts, and resumes where it was.")
+		}
+		return title, what
 	}
 	if d.flag { // a memory snapshot
 		return title, []string{"THE VM IS RUNNING. Its memory and disks are", "replaced by the snapshot's at once: everything the",
