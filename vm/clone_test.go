@@ -371,6 +371,22 @@ func TestCloneKeepsImageBase(t *testing.T) {
 	if !readsPattern(t, p, 0x11, "0", "1M") || !readsPattern(t, p, 0x22, "1M", "64k") {
 		t.Error("the clone does not read the source's data")
 	}
+	// over a frozen layer (after a linked clone) the chain is
+	// overlay, frozen, base: a full copy backed by the base would lose
+	// the frozen layer's data (qemu-img 7.2's convert -B copies only the
+	// top image's)
+	if _, err := m.Clone(ctx, "web", "web-3", CloneOptions{Linked: true}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := m.Clone(ctx, "web", "web-4", CloneOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p = m.diskPath(f.Metadata.UID, "root")
+	if !readsPattern(t, p, 0x11, "0", "1M") || !readsPattern(t, p, 0x22, "1M", "64k") {
+		t.Error("a full clone of a disk over a frozen layer lost data")
+	}
+	cloneImgCheck(t, p)
 }
 
 func TestCloneRefuses(t *testing.T) {
