@@ -59,6 +59,7 @@ func TestVMCreateSSHKey(t *testing.T) {
 	f1 := writeFile(t, root, "a.pub", k1+"\n")
 	f2 := writeFile(t, root, "b.pub", "# work\n"+k2+"\n")
 	ud := writeFile(t, root, "user.yaml", "#cloud-config\npackages: [htop]\nusers:\n  - default\n")
+	script := writeFile(t, root, "user.sh", "#!/bin/sh\necho hello\n")
 
 	tests := []struct {
 		name string
@@ -70,6 +71,7 @@ func TestVMCreateSSHKey(t *testing.T) {
 		{"named user", []string{"--ssh-key", f1, "--user", "ops"},
 			map[string]any{"users": []any{map[string]any{"name": "ops", "ssh_authorized_keys": []any{k1},
 				"sudo": "ALL=(ALL) NOPASSWD:ALL", "shell": "/bin/bash", "lock_passwd": true}}}},
+		{"a script beside", []string{"--ssh-key", f1, "--cloud-init-user-data", script}, nil},
 		{"merged with user data", []string{"--ssh-key", f2, "--user", "ops", "--cloud-init-user-data", ud},
 			map[string]any{"packages": []any{"htop"}, "users": []any{"default", map[string]any{"name": "ops", "ssh_authorized_keys": []any{k2},
 				"sudo": "ALL=(ALL) NOPASSWD:ALL", "shell": "/bin/bash", "lock_passwd": true}}}},
@@ -86,6 +88,12 @@ func TestVMCreateSSHKey(t *testing.T) {
 				t.Errorf("stderr shows a key: %s", errOut)
 			}
 			got := userDataOf(t, root, name)
+			if tt.want == nil { // a script: a MIME multipart of both (vm.CloudConfig's test reads it)
+				if !strings.HasPrefix(got, "Content-Type: multipart/mixed") || !strings.Contains(got, "echo hello") || !strings.Contains(got, k1) {
+					t.Errorf("user data:\n%s", got)
+				}
+				return
+			}
 			if !strings.HasPrefix(got, "#cloud-config\n") {
 				t.Fatalf("user data does not start with #cloud-config:\n%s", got)
 			}
@@ -112,7 +120,7 @@ func TestVMCreateSSHKeyRefuses(t *testing.T) {
 	priv := writeFile(t, root, "id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY-----\n"+secret+"\n-----END OPENSSH PRIVATE KEY-----\n")
 	junk := writeFile(t, root, "junk.pub", secret+"\n")
 	good := writeFile(t, root, "ok.pub", pubKeyLine(t, "x")+"\n")
-	script := writeFile(t, root, "user.sh", "#!/bin/sh\necho "+secret+"\n")
+	mimeUD := writeFile(t, root, "user.mime", "Content-Type: multipart/mixed; boundary=X\nMIME-Version: 1.0\n\n--X\n"+secret+"\n")
 	tests := []struct {
 		name string
 		args []string
@@ -124,7 +132,7 @@ func TestVMCreateSSHKeyRefuses(t *testing.T) {
 		{"a directory", []string{"--ssh-key", root}, []string{"--ssh-key", "not a regular file"}},
 		{"bad user", []string{"--ssh-key", good, "--user", "Bad User"}, []string{"--user", `"Bad User"`, "unix user name"}},
 		{"user without key", []string{"--user", "ops"}, []string{"--user", "needs --ssh-key"}},
-		{"script user data", []string{"--ssh-key", good, "--cloud-init-user-data", script}, []string{"--cloud-init-user-data", "script", "#cloud-config"}},
+		{"MIME user data", []string{"--ssh-key", good, "--cloud-init-user-data", mimeUD}, []string{"--cloud-init-user-data", "MIME multipart", "#cloud-config"}},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -6,6 +6,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"mime/multipart"
+	"net/textproto"
 	"regexp"
 	"strings"
 
@@ -115,11 +118,13 @@ func ValidateUserName(name string) error {
 // CloudConfig returns the user data that gives a.Keys SSH access: with
 // a.User, a user of that name (sudo without a password, /bin/bash, its
 // password locked); without, the image's default user (top-level
-// ssh_authorized_keys). userData, when not empty, must be a #cloud-config
-// document: the access is merged into it as YAML (the users list and
-// ssh_authorized_keys extended, the rest kept as written). Other user
-// data (a script, MIME multipart) is refused with ErrUserDataNotMergeable
-// rather than guessed at. The result is a secret like any user data.
+// ssh_authorized_keys). userData, when not empty, is a #cloud-config
+// document, into which the access is merged as YAML (the users list and
+// ssh_authorized_keys extended, the rest kept as written), or a script
+// (#!), which goes with the access's cloud-config into a MIME multipart.
+// Other user data (MIME multipart already, an #include, a template) is
+// refused with ErrUserDataNotMergeable rather than guessed at. The result
+// is a secret like any user data.
 func CloudConfig(a SSHAccess, userData string) (string, error) {
 	if a.User != "" {
 		if err := ValidateUserName(a.User); err != nil {
@@ -133,6 +138,12 @@ func CloudConfig(a SSHAccess, userData string) (string, error) {
 		if err := checkSSHKeyLine(k); err != nil {
 			return "", fmt.Errorf("key %d: %w: %v", i+1, ErrSSHKey, err)
 		}
+	}
+	var script string
+	if strings.HasPrefix(userData, "#!") {
+		// a script stays a script: it goes next to the cloud-config in
+		// a MIME multipart, which cloud-init runs part by part
+		script, userData = userData, ""
 	}
 	root, err := cloudConfigRoot(userData)
 	if err != nil {
@@ -155,6 +166,47 @@ func CloudConfig(a SSHAccess, userData string) (string, error) {
 	if err := enc.Close(); err != nil {
 		return "", fmt.Errorf("cloud-config: %w", err)
 	}
+	if script != "" {
+		return multipartUserData(buf.String(), script)
+	}
+	return buf.String(), nil
+}
+
+// multipartUserData is cloud-init's MIME multipart of a cloud-config and
+// a script (cloud-init's own make-mime shape): the cloud-config first,
+// then the script, run once on the first boot as any user-data script.
+func multipartUserData(cloudConfig, script string) (string, error) {
+	var buf bytes.Buffer
+	w := multipart.NewWriter(&buf)
+	// a boundary that cannot occur in either part
+	b := "==virtcon-boundary=="
+	for i := 0; strings.Contains(cloudConfig+script, b); i++ {
+		b = fmt.Sprintf("==virtcon-boundary-%d==", i)
+	}
+	if err := w.SetBoundary(b); err != nil {
+		return "", fmt.Errorf("user data: %w", err)
+	}
+	fmt.Fprintf(&buf, "Content-Type: multipart/mixed; boundary=%q\r\nMIME-Version: 1.0\r\n\r\n", b)
+	for _, p := range []struct{ typ, name, body string }{
+		{"text/cloud-config", "virtcon-ssh.cfg", cloudConfig},
+		{"text/x-shellscript", "user-data-script", script},
+	} {
+		h := textproto.MIMEHeader{}
+		h.Set("Content-Type", p.typ+`; charset="utf-8"`)
+		h.Set("MIME-Version", "1.0")
+		h.Set("Content-Transfer-Encoding", "8bit")
+		h.Set("Content-Disposition", `attachment; filename="`+p.name+`"`)
+		pw, err := w.CreatePart(h)
+		if err != nil {
+			return "", fmt.Errorf("user data: %w", err)
+		}
+		if _, err := io.WriteString(pw, p.body); err != nil {
+			return "", fmt.Errorf("user data: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return "", fmt.Errorf("user data: %w", err)
+	}
 	return buf.String(), nil
 }
 
@@ -169,14 +221,12 @@ func cloudConfigRoot(userData string) (*yaml.Node, error) {
 	if strings.TrimRight(first, " \t\r") != "#cloud-config" {
 		what := "it does not start with a #cloud-config line"
 		switch {
-		case strings.HasPrefix(first, "#!"):
-			what = "it is a script (#!)"
 		case strings.HasPrefix(strings.ToLower(first), "content-type:") || strings.HasPrefix(strings.ToLower(first), "mime-version:"):
 			what = "it is MIME multipart"
 		case strings.HasPrefix(first, "#include"):
 			what = "it is an #include list"
 		}
-		return nil, fmt.Errorf("--cloud-init-user-data: %w: %s; --ssh-key/--user merge only into a #cloud-config file (put the keys in your file, or turn it into #cloud-config with runcmd)", ErrUserDataNotMergeable, what)
+		return nil, fmt.Errorf("--cloud-init-user-data: %w: %s; --ssh-key/--user merge only into a #cloud-config file or go beside a #! script (put the keys in your file yourself)", ErrUserDataNotMergeable, what)
 	}
 	// the #cloud-config line is written again above the merged document:
 	// parse what follows it (a blank line keeps YAML's line numbers)

@@ -4,6 +4,9 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"io"
+	"mime"
+	"mime/multipart"
 	"strings"
 	"testing"
 
@@ -172,7 +175,6 @@ func TestCloudConfigRefuses(t *testing.T) {
 		wantErr  error
 		wantText string
 	}{
-		{"script", SSHAccess{Keys: []string{k}}, "#!/bin/sh\necho hi\n", ErrUserDataNotMergeable, "script"},
 		{"mime", SSHAccess{Keys: []string{k}}, "Content-Type: multipart/mixed; boundary=X\nMIME-Version: 1.0\n", ErrUserDataNotMergeable, "MIME"},
 		{"include", SSHAccess{Keys: []string{k}}, "#include\nhttp://x/y\n", ErrUserDataNotMergeable, "#include"},
 		{"no header", SSHAccess{Keys: []string{k}}, "users: []\n", ErrUserDataNotMergeable, "#cloud-config"},
@@ -194,5 +196,53 @@ func TestCloudConfigRefuses(t *testing.T) {
 				t.Errorf("err %q lacks %q", err, tt.wantText)
 			}
 		})
+	}
+}
+
+// A script stays a script: the access's cloud-config and the script go
+// into a MIME multipart, each part byte for byte.
+func TestCloudConfigWithScript(t *testing.T) {
+	k := testKey("ssh-ed25519", "me")
+	for _, script := range []string{
+		"#!/bin/sh\necho hi > /tmp/x\n",
+		// the default boundary in the script: another is chosen
+		"#!/bin/bash\n# --==virtcon-boundary==\necho ünïcode\n",
+	} {
+		got, err := CloudConfig(SSHAccess{User: "ops", Keys: []string{k}}, script)
+		if err != nil {
+			t.Fatal(err)
+		}
+		head, body, ok := strings.Cut(got, "\r\n\r\n")
+		if !ok || !strings.Contains(head, "MIME-Version: 1.0") {
+			t.Fatalf("no MIME header:\n%s", got)
+		}
+		mt, params, err := mime.ParseMediaType(strings.TrimPrefix(strings.Split(head, "\r\n")[0], "Content-Type: "))
+		if err != nil || mt != "multipart/mixed" {
+			t.Fatalf("Content-Type %q: %v", mt, err)
+		}
+		r := multipart.NewReader(strings.NewReader(body), params["boundary"])
+		var types, bodies []string
+		for {
+			p, err := r.NextPart()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("part: %v\n%s", err, got)
+			}
+			b, _ := io.ReadAll(p)
+			types = append(types, p.Header.Get("Content-Type"))
+			bodies = append(bodies, string(b))
+		}
+		if len(types) != 2 || !strings.HasPrefix(types[0], "text/cloud-config") || !strings.HasPrefix(types[1], "text/x-shellscript") {
+			t.Fatalf("parts %q; want text/cloud-config, text/x-shellscript", types)
+		}
+		cc := decodeCloudConfig(t, bodies[0])
+		if u, _ := cc["users"].([]any); len(u) != 1 {
+			t.Errorf("cloud-config part: %v", cc)
+		}
+		if bodies[1] != script {
+			t.Errorf("script part %q; want %q", bodies[1], script)
+		}
 	}
 }
