@@ -77,7 +77,7 @@ lint: ## gofmt, go vet, staticcheck
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags integration ./...
 
-bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress, web terminal login/keystroke/RSS, director enrolment/sessions/dispatch with 1000 simulated agents, resync after data loss, replica failover, two replicas at scale
+bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, vm stats of 50 running VMs vs sequential and ps, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress, web terminal login/keystroke/RSS, director enrolment/sessions/dispatch with 1000 simulated agents, resync after data loss, replica failover, two replicas at scale
 	scripts/install-deps.sh libvirt-clients virtinst
 	scripts/libvirt-peer.sh
 	$(GO) run ./scripts/bench -virt bin/virt
