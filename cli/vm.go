@@ -195,6 +195,7 @@ func newVMShowCmd(env *Env) *cobra.Command {
 				for _, d := range v.Spec.Disks {
 					fmt.Fprintf(w, "Disk %s:\timage %s, size %s\n", d.Name, dash(d.Image), dash(d.Size))
 				}
+				writeCDROMAndDisplay(w, v.Spec)
 				if len(nics) == 0 {
 					fmt.Fprintf(w, "NIC:\tuser-mode networking (outbound only; not reachable from the host)\n")
 				}

@@ -175,3 +175,20 @@ func TestVMDisplayCommand(t *testing.T) {
 		t.Errorf("--local-port 0: exit %d, %q", code, errOut)
 	}
 }
+
+// virt vm show names the CD drive's medium and the display.
+func TestVMShowCDROM(t *testing.T) {
+	root, _ := vmRoot(t)
+	iso := writeISO(t, t.TempDir(), "a.iso")
+	mustRun(t, "--root", root, "vm", "create", "inst", "--cdrom", iso, "--disk", "1G")
+	out := mustRun(t, "--root", root, "vm", "show", "inst")
+	for _, w := range []string{"CD drive:", iso, "Display:", "vnc (virt vm display)"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("show: no %q in\n%s", w, out)
+		}
+	}
+	mustRun(t, "--root", root, "vm", "cdrom", "eject", "inst")
+	if out := mustRun(t, "--root", root, "vm", "show", "inst"); !strings.Contains(out, "empty") {
+		t.Errorf("show after eject: no empty drive in\n%s", out)
+	}
+}

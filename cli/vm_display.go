@@ -99,3 +99,17 @@ func wordDisplayError(err error) error {
 	}
 	return err
 }
+
+// writeCDROMAndDisplay adds the CD drive and the display to virt vm show.
+func writeCDROMAndDisplay(w io.Writer, s vm.Spec) {
+	if c := s.CDROM; c != nil {
+		iso := c.ISO
+		if iso == "" {
+			iso = "empty"
+		}
+		fmt.Fprintf(w, "CD drive:\t%s\n", iso)
+	}
+	if s.Display == vm.DisplayVNC {
+		fmt.Fprintf(w, "Display:\tvnc (virt vm display)\n")
+	}
+}
