@@ -835,7 +835,8 @@ func TestLaunchFor(t *testing.T) {
 		UID: uid, Name: "web", CPUs: 1, MemoryMiB: 512, Machine: "q35", Accel: "tcg", Firmware: "bios",
 		Seed: filepath.Join(root, "var/lib/virtcon/vms", uid, "seed.iso"), Kernel: kernel, Initrd: kernel + ".initrd", Cmdline: "console=ttyS0",
 		MAC: MACFor(uid, 0), PIDFile: filepath.Join(run, "qemu.pid"), QMPSocket: filepath.Join(run, "qmp.sock"), EvtSocket: filepath.Join(run, "qmp-events.sock"),
-		Serial: filepath.Join(run, "serial.sock"), AgentSock: filepath.Join(run, "qga.sock"), SerialLog: filepath.Join(root, "var/log/virtcon/vms", uid, "serial.log"),
+		WatchSocket: filepath.Join(run, "qmp-watch.sock"),
+		Serial:      filepath.Join(run, "serial.sock"), AgentSock: filepath.Join(run, "qga.sock"), SerialLog: filepath.Join(root, "var/log/virtcon/vms", uid, "serial.log"),
 	}
 	if l.Disks != nil {
 		t.Errorf("disks: got %+v; want none", l.Disks)

@@ -147,8 +147,11 @@ func wantArgs(l Launch) []qemuArg {
 		o("-chardev", "backend", "socket", "id", "serial0", "path", l.Serial, "server", "on", "wait", "off", "logfile", l.SerialLog, "logappend", "on"),
 		r("-serial", "chardev:serial0"),
 		o("-msg", "timestamp", "on"),
-		r("-cpu", cpu),
 	}
+	if l.WatchSocket != "" {
+		w = append(w, o("-qmp", "path", l.WatchSocket, "server", "on", "wait", "off"))
+	}
+	w = append(w, r("-cpu", cpu))
 	if l.Firmware == "uefi" {
 		w = append(w,
 			o("-drive", "if", "pflash", "format", "raw", "unit", "0", "readonly", "on", "file", l.OVMFCode),
@@ -535,6 +538,7 @@ func TestLaunchArgsInjection(t *testing.T) {
 			l.Disks = append(l.Disks, LaunchDisk{Name: "extra", Path: s, Format: "raw"})
 			l.CDROM = &LaunchCDROM{ISO: s}
 			l.VNC = s
+			l.WatchSocket = s + "/qmp-watch.sock"
 			l.NICs = []LaunchNIC{{TAP: s, MAC: "52:54:00:00:00:09", Model: "virtio"}}
 			checkArgs(t, l, l.Args())
 			bios := l
