@@ -1,10 +1,14 @@
 package vm
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 )
@@ -215,5 +219,95 @@ func TestSamplerWindow(t *testing.T) {
 	s.cpu(&st, 9)
 	if st.CPUKnown {
 		t.Errorf("reused pid: CPU known (%v); want unknown", st.CPUPercent)
+	}
+}
+
+// Stats of three VMs against a fake QEMU: the running one's CPU over the
+// sampler's window, RSS, QMP's disks and phase, and its TAP's counters
+// from the guest's side; a stopped one has only its phase; one whose QMP
+// does not answer is Unresponsive, its disks unknown.
+func TestStatsFakeQEMU(t *testing.T) {
+	m, _, host := newTestManager(t)
+	ctx := context.Background()
+	web := mustCreate(t, m, kernelVM("web", testKernel(t)))
+	mustCreate(t, m, kernelVM("off", testKernel(t)))
+	deaf := mustCreate(t, m, kernelVM("deaf", testKernel(t)))
+	// a disk and a TAP NIC, straight into the store (no images or
+	// bridges here)
+	web.Spec.Disks = []Disk{{Name: "root", Size: "1G"}}
+	web.Spec.Network = []NIC{{Bridge: "br0", MAC: "52:54:00:aa:bb:cc"}}
+	if err := m.store.save(web); err != nil {
+		t.Fatal(err)
+	}
+	uid := web.Metadata.UID
+	q := startFakeQEMU(t, m, host, uid, nil)
+	startFakeQEMU(t, m, host, deaf.Metadata.UID, nil)
+	writeFile := func(p, s string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setTicks := func(n int) {
+		writeFile(filepath.Join(q.proc, "stat"), statLine(q.pid, "qemu-system-x86", n, 0, 777))
+		writeFile(filepath.Join(q.proc, "task", strconv.Itoa(q.pid+1), "stat"), statLine(q.pid+1, "CPU 0/TCG", n, 0, 778))
+	}
+	setTicks(100)
+	writeFile(filepath.Join(q.proc, "status"), "Name:\tqemu\nVmRSS:\t  204800 kB\n")
+	tap := m.opts.Net.TAPName(uid, 0)
+	for f, v := range map[string]string{"rx_bytes": "1000", "tx_bytes": "5000", "rx_packets": "10", "tx_packets": "50"} {
+		writeFile(filepath.Join(host, "sys/class/net", tap, "statistics", f), v+"\n")
+	}
+	serveMonitor(t, m.runPath(uid, qmpSockName), &fakeMonitor{handle: func(cmd string, _ json.RawMessage) any {
+		switch cmd {
+		case "query-status":
+			return map[string]any{"status": "paused", "running": false}
+		case "query-blockstats":
+			return []map[string]any{{"device": "disk-root", "stats": map[string]int{"rd_bytes": 4096, "wr_bytes": 512, "rd_operations": 8, "wr_operations": 1}}}
+		}
+		return qmpFail{"CommandNotFound", cmd}
+	}})
+
+	s := m.NewStatsSampler()
+	if _, err := s.Sample(ctx, nil); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	setTicks(105) // 50 ms of CPU in about 100 ms
+	st, err := s.Sample(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 3 || st[0].Name != "deaf" || st[1].Name != "off" || st[2].Name != "web" {
+		t.Fatalf("stats = %+v; want deaf, off, web", st)
+	}
+	w := st[2]
+	if !w.CPUKnown || w.CPUPercent < 20 || w.CPUPercent > 60 {
+		t.Errorf("web CPU %v known %v; want about 50", w.CPUPercent, w.CPUKnown)
+	}
+	if len(w.VCPUs) != 1 || w.VCPUs[0].Index != 0 || w.VCPUs[0].TID != q.pid+1 {
+		t.Errorf("web vCPUs %+v; want CPU 0 on tid %d", w.VCPUs, q.pid+1)
+	}
+	if w.Phase != PhasePaused || w.RSSBytes != 204800*1024 || w.BalloonBytes != 0 || w.Message != "" {
+		t.Errorf("web = %+v; want Paused (QMP's), RSS 200 MiB, no balloon", w)
+	}
+	if len(w.Disks) != 1 || w.Disks[0] != (DiskStats{Name: "root", Known: true, ReadBytes: 4096, WriteBytes: 512, ReadOps: 8, WriteOps: 1}) {
+		t.Errorf("web disks %+v", w.Disks)
+	}
+	wantNIC := NICStats{Index: 0, MAC: "52:54:00:aa:bb:cc", TAP: tap, Known: true, RxBytes: 5000, TxBytes: 1000, RxPackets: 50, TxPackets: 10}
+	if len(w.NICs) != 1 || w.NICs[0] != wantNIC {
+		t.Errorf("web NICs %+v; want %+v (the TAP's tx is the guest's rx)", w.NICs, wantNIC)
+	}
+	if o := st[1]; o.Phase != PhaseStopped || o.CPUKnown || o.RSSBytes != 0 || len(o.Disks) != 0 {
+		t.Errorf("stopped VM = %+v; want its phase only", o)
+	}
+	if d := st[0]; d.Phase != PhaseUnresponsive || d.Message == "" || len(d.NICs) != 1 || d.NICs[0].Known {
+		t.Errorf("VM without QMP = %+v; want Unresponsive with a message, its user-mode NIC unknown", d)
+	}
+	if _, err := m.Stats(ctx, []string{"web", "nosuch"}); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Stats of an unknown VM: %v; want ErrNotFound", err)
 	}
 }
