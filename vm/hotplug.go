@@ -273,10 +273,10 @@ func (m *Manager) DetachDisk(ctx context.Context, ref, disk string, o DiskDetach
 		if err := s.unplug(ctx, DiskDeviceID(d.Name), timeoutOr(o.Timeout)); err != nil {
 			return nil, fmt.Errorf("vm %q: disk detach %s: %w", name, d.Name, err)
 		}
-		// a hot-plugged disk's node is ours to delete; a cold-plugged
-		// -drive goes with its device
-		if err := s.do(ctx, "blockdev-del", map[string]any{"node-name": DiskDriveID(d.Name)}, nil); err != nil && !isNotFound(err) {
-			m.log.Warn("block node not deleted", "vm", name, "disk", d.Name, "err", err)
+		if err := s.dropBlock(ctx, DiskDriveID(d.Name)); err != nil {
+			// the guest has let the disk go: detached it is, but QEMU may
+			// hold the file open until it ends
+			m.log.Warn("block backend not deleted", "vm", name, "disk", d.Name, "err", err)
 		}
 	}
 	vm.Spec.Disks = slices.Delete(slices.Clone(vm.Spec.Disks), i, i+1)

@@ -174,6 +174,29 @@ func (s *hotSession) deviceGone(ctx context.Context, id string) bool {
 	return true
 }
 
+// dropBlock closes a detached disk's block backend, so that QEMU lets go
+// of the file: a hot-plugged disk's node (blockdev-add) is deleted with
+// blockdev-del; a cold-plugged one's -drive, when its device's unplug left
+// it, with drive_del (the monitor has no QMP command for a legacy drive).
+func (s *hotSession) dropBlock(ctx context.Context, drive string) error {
+	err := s.do(ctx, "blockdev-del", map[string]any{"node-name": drive}, nil)
+	if err == nil || !isNotFound(err) {
+		return err
+	}
+	b, err := s.block(ctx, drive)
+	if err != nil || b.Device != drive {
+		return nil // gone with its device
+	}
+	var out string
+	if err := s.do(ctx, "human-monitor-command", map[string]any{"command-line": "drive_del " + drive}, &out); err != nil {
+		return err
+	}
+	if out = strings.TrimSpace(out); out != "" {
+		return fmt.Errorf("drive_del %s: %s", drive, out)
+	}
+	return nil
+}
+
 // blockInfo is the part of query-block that resize needs.
 type blockInfo struct {
 	Device   string `json:"device"`
