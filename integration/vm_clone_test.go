@@ -38,7 +38,12 @@ var sectorRE = regexp.MustCompile(`S(\d+)=\[([A-Z0-9]*)\]END`)
 // flushes it to the disk file.
 func guestWrite(t *testing.T, root, name string, sector int, marker string) {
 	t.Helper()
-	cloneSays(t, root, name, "printf "+marker+" | dd of=/dev/vda bs=512 seek="+itoa(sector)+" count=1 conv=sync,fsync 2>/dev/null; echo WROTE-$((40+2))", "WROTE-42")
+	guestWriteTo(t, root, name, "/dev/vda", sector, marker)
+}
+
+func guestWriteTo(t *testing.T, root, name, dev string, sector int, marker string) {
+	t.Helper()
+	cloneSays(t, root, name, "printf "+marker+" | dd of="+dev+" bs=512 seek="+itoa(sector)+" count=1 conv=sync,fsync 2>/dev/null; echo WROTE-$((40+2))", "WROTE-42")
 }
 
 // guestRead reads a sector's first 8 bytes past the guest's page cache.
@@ -94,6 +99,12 @@ func TestIntegrationVMCloneLinkedRunning(t *testing.T) {
 	guestWrite(t, root, "src", 100, "SRCMARK1")
 	srcDir := filepath.Join(root, "var/lib/virtcon/vms", src.UID)
 	srcDisk := filepath.Join(srcDir, "disk-root.qcow2")
+	// a hot-plugged disk is a blockdev node, not a drive of the command
+	// line: the clone's QMP commands name it so
+	v(t, root, "vm", "disk", "add", "src", "--size", "16M", "--name", "data")
+	srcData := filepath.Join(srcDir, "disk-data.qcow2")
+	cloneSays(t, root, "src", "while [ ! -b /dev/vdb ]; do sleep 0.2; done; echo VDB-$((40+2))", "VDB-42")
+	guestWriteTo(t, root, "src", "/dev/vdb", 10, "DATAMRK1")
 
 	start := time.Now()
 	var cl vm.Entry
@@ -140,6 +151,18 @@ func TestIntegrationVMCloneLinkedRunning(t *testing.T) {
 		}
 	}
 
+	guestWriteTo(t, root, "src", "/dev/vdb", 20, "DATAMRK2")
+	clData := filepath.Join(clDir, "disk-data.qcow2")
+	for _, c := range []struct {
+		disk   string
+		sector int
+		want   string
+	}{{srcData, 10, "DATAMRK1"}, {srcData, 20, "DATAMRK2"}, {clData, 10, "DATAMRK1"}, {clData, 20, ""}} {
+		if got := hostRead(t, c.disk, c.sector); got != c.want {
+			t.Errorf("host read of %s at sector %d: %q; want %q", c.disk, c.sector, got, c.want)
+		}
+	}
+
 	// a full clone of the running source: QEMU copies, point in time
 	var full vm.Entry
 	if err := json.Unmarshal([]byte(v(t, root, "vm", "clone", "src", "full", "-o", "json")), &full); err != nil {
@@ -159,6 +182,16 @@ func TestIntegrationVMCloneLinkedRunning(t *testing.T) {
 	}
 	for _, n := range []string{"cl", "src"} {
 		v(t, root, "vm", "kill", n)
+	}
+	if fd, _ := filepath.Glob(filepath.Join(srcDir, "frozen-data-*.qcow2")); len(fd) != 1 {
+		t.Errorf("frozen layers of the hot-plugged disk: %q; want one", fd)
+	} else if out, err := exec.Command("qemu-img", "check", fd[0]).CombinedOutput(); err != nil {
+		t.Errorf("qemu-img check %s: %v\n%s", fd[0], err, out)
+	}
+	for _, d := range []string{srcData, clData} {
+		if out, err := exec.Command("qemu-img", "check", d).CombinedOutput(); err != nil {
+			t.Errorf("qemu-img check %s: %v\n%s", d, err, out)
+		}
 	}
 	frozen, _ := filepath.Glob(filepath.Join(srcDir, "frozen-root-*.qcow2"))
 	if len(frozen) != 1 {

@@ -353,8 +353,9 @@ func (m *Manager) copyDisks(ctx context.Context, img string, disks []cloneDisk) 
 			args = append(args, "-B", b.Filename, "-F", b.Format)
 		}
 		args = append(args, d.from, d.to)
-		if err := runTool(ctx, img, args...); err != nil {
-			return fmt.Errorf("disk %q: %w", d.name, err)
+		// no time limit but ctx's: a copy takes as long as the disk is big
+		if out, err := exec.CommandContext(ctx, img, args...).CombinedOutput(); err != nil {
+			return fmt.Errorf("disk %q: qemu-img convert: %v: %s", d.name, err, strings.TrimSpace(string(out)))
 		}
 	}
 	return nil
@@ -554,7 +555,12 @@ func (m *Manager) linkDisks(ctx context.Context, r *revert.Stack, img string, s 
 		var actions []map[string]any
 		for i, d := range disks {
 			actions = append(actions, map[string]any{"type": "blockdev-snapshot-sync", "data": map[string]any{
-				"device": DiskDriveID(d.name), "snapshot-file": live[i], "format": "qcow2", "mode": "existing",
+				// device: a disk of the command line (its drive);
+				// node-name: a hot-plugged one (its blockdev node),
+				// which needs the new overlay's node named too
+				"device": DiskDriveID(d.name), "node-name": DiskDriveID(d.name),
+				"snapshot-node-name": fmt.Sprintf("ov-%s-%d", id, i),
+				"snapshot-file":      live[i], "format": "qcow2", "mode": "existing",
 			}})
 		}
 		err := m.qmpDo(ctx, s.Metadata.UID, func(ctx context.Context, mon *qmp.Monitor) error {
