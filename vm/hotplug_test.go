@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -446,5 +447,98 @@ func TestDetachNICStoppedPinsMACs(t *testing.T) {
 	got, _ := m.store.load(uid)
 	if len(got.Spec.Network) != 1 || got.Spec.Network[0].Bridge != "br1" || got.Spec.Network[0].MAC != MACFor(uid, 1) {
 		t.Errorf("spec.network: %+v; want br1 with its MAC %s pinned", got.Spec.Network, MACFor(uid, 1))
+	}
+}
+
+// recordingNet is a HostNet that records TAP changes (with RenameTAP).
+type recordingNet struct {
+	fakeNet
+	mu  sync.Mutex
+	ops []string
+}
+
+func (n *recordingNet) note(op string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.ops = append(n.ops, op)
+}
+
+func (n *recordingNet) CreateTAP(_ context.Context, name, bridge string, _ int) error {
+	n.note("create " + name + " " + bridge)
+	return nil
+}
+func (n *recordingNet) DeleteTAP(_ context.Context, name string) error {
+	n.note("delete " + name)
+	return nil
+}
+func (n *recordingNet) RenameTAP(_ context.Context, from, to string) error {
+	n.note("rename " + from + " " + to)
+	return nil
+}
+func (n *recordingNet) got() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.ops)
+}
+
+// A NIC hot-plug whose device_add fails removes its netdev and TAP again;
+// the spec is as it was.
+func TestAddNICRevertsHalfWay(t *testing.T) {
+	t.Parallel()
+	f := newHotFixture(t, "running", func(cmd string, _ json.RawMessage) any {
+		if cmd == "device_add" {
+			return qmpFail{"GenericError", "no slot"}
+		}
+		return nil
+	})
+	rn := &recordingNet{}
+	f.m.opts.Net = rn
+	uid := f.vm.Metadata.UID
+	if _, err := f.m.AddNIC(context.Background(), "web", NICAddOptions{Bridge: "br0"}); err == nil || !strings.Contains(err.Error(), "no slot") {
+		t.Fatalf("AddNIC: got %v; want device_add's error", err)
+	}
+	tap := rn.TAPName(uid, 0)
+	if got, want := rn.got(), []string{"create " + tap + " br0", "delete " + tap}; !reflect.DeepEqual(got, want) {
+		t.Errorf("TAPs: got %q; want %q", got, want)
+	}
+	if got := f.mon.gotString(); !strings.Contains(got, "netdev_add,device_add,netdev_del") {
+		t.Errorf("QMP: got %s; want netdev_add, device_add, then netdev_del (the revert)", got)
+	}
+	if v := f.load(t); len(v.Spec.Network) != 0 || v.Metadata.Generation != f.vm.Metadata.Generation {
+		t.Errorf("spec: network %+v generation %d; want unchanged", v.Spec.Network, v.Metadata.Generation)
+	}
+}
+
+// A live detach of NIC 0 of three: its netdev and TAP go, the TAPs of the
+// NICs after it are renamed down one index (NIC i's TAP is TAPName(uid, i)
+// everywhere: start, stop, show, stats), the spec keeps their MACs.
+func TestDetachNICLiveRenamesTAPs(t *testing.T) {
+	t.Parallel()
+	f := newHotFixture(t, "running", nil) // qom-list no longer names the NIC: gone
+	rn := &recordingNet{}
+	f.m.opts.Net = rn
+	uid := f.vm.Metadata.UID
+	v := f.load(t)
+	v.Spec.Network = []NIC{{Bridge: "br0", MAC: "52:54:00:00:00:01", Model: "virtio"}, {Bridge: "br0", MAC: "52:54:00:00:00:02", Model: "virtio"}, {Bridge: "br1", Model: "virtio"}}
+	if err := f.m.store.save(v); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.m.DetachNIC(context.Background(), "web", "52:54:00:00:00:01", NICDetachOptions{Timeout: 100 * time.Millisecond}); err != nil {
+		t.Fatalf("DetachNIC: %v", err)
+	}
+	tn := func(i int) string { return rn.TAPName(uid, i) }
+	want := []string{"delete " + tn(0), "rename " + tn(1) + " " + tn(0), "rename " + tn(2) + " " + tn(1)}
+	if got := rn.got(); !reflect.DeepEqual(got, want) {
+		t.Errorf("TAPs: got %q; want %q", got, want)
+	}
+	if got := f.mon.gotString(); !strings.Contains(got, "device_del") || !strings.Contains(got, "netdev_del") {
+		t.Errorf("QMP: got %s; want device_del and netdev_del", got)
+	}
+	got := f.load(t)
+	if len(got.Spec.Network) != 2 || got.Spec.Network[0].MAC != "52:54:00:00:00:02" || got.Spec.Network[1].MAC != MACFor(uid, 2) {
+		t.Errorf("spec.network: %+v; want the 2nd and 3rd NICs, MACs kept (%s pinned)", got.Spec.Network, MACFor(uid, 2))
+	}
+	if got.Status.ObservedGeneration != got.Metadata.Generation {
+		t.Errorf("observedGeneration %d, generation %d; want in step", got.Status.ObservedGeneration, got.Metadata.Generation)
 	}
 }
