@@ -112,17 +112,25 @@ func (m *Manager) CreateWith(ctx context.Context, vm *VirtualMachine, opts Creat
 	return vm, nil
 }
 
-// checkRemoteBoot refuses a kernel or initrd outside the images directory
-// (after following symlinks: a link in images/ to /etc/shadow is outside).
+// checkRemoteBoot refuses a kernel, initrd or CD ISO outside the images
+// directory (after following symlinks: a link in images/ to /etc/shadow
+// is outside; another VM's seed ISO, with its user data, is outside).
 func (m *Manager) checkRemoteBoot(vm *VirtualMachine) error {
-	b := vm.Spec.Boot
-	if b == nil {
+	type hostFile struct{ field, path string }
+	var files []hostFile
+	if b := vm.Spec.Boot; b != nil {
+		files = append(files, hostFile{"spec.boot.kernel", b.Kernel}, hostFile{"spec.boot.initrd", b.Initrd})
+	}
+	if c := vm.Spec.CDROM; c != nil {
+		files = append(files, hostFile{"spec.cdrom.iso", c.ISO})
+	}
+	if len(files) == 0 {
 		return nil
 	}
 	images := m.layout().ImagesDir()
 	dir, dirErr := filepath.EvalSymlinks(images)
 	var errs []*FieldError
-	for _, p := range []struct{ field, path string }{{"spec.boot.kernel", b.Kernel}, {"spec.boot.initrd", b.Initrd}} {
+	for _, p := range files {
 		if p.path == "" {
 			continue
 		}

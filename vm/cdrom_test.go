@@ -326,3 +326,45 @@ func TestDisplay(t *testing.T) {
 		t.Errorf("running with the socket = %+v; want serving", d)
 	}
 }
+
+// A manifest from the director (CreateOptions.Remote) may put in the CD
+// drive only an ISO inside the host's images directory: not any ISO on
+// the host, such as another VM's seed with its user data.
+func TestRemoteCreateCDROM(t *testing.T) {
+	m, _ := cdromManager(t)
+	ctx := context.Background()
+	victim := kernelVM("victim", testKernel(t))
+	victim.Spec.CloudInit = &CloudInit{UserData: "#cloud-config\npassword: s3cret\n"}
+	mustCreate(t, m, victim)
+	images := m.layout().ImagesDir()
+	if err := os.MkdirAll(images, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	inside := testISO(t, images, "installer.iso")
+	outside := testISO(t, t.TempDir(), "elsewhere.iso")
+	link := filepath.Join(images, "link.iso")
+	if err := os.Symlink(outside, link); err != nil {
+		t.Fatal(err)
+	}
+	seed := filepath.Join(m.layout().VMStateDir(victim.Metadata.UID), "seed.iso")
+	if err := os.MkdirAll(filepath.Dir(seed), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := writeSeed(seed, victim); err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		iso string
+		ok  bool
+	}{{inside, true}, {outside, false}, {link, false}, {seed, false}} {
+		v := &VirtualMachine{APIVersion: APIVersion, Kind: Kind, Metadata: Metadata{Name: "r" + string(rune('a'+i))},
+			Spec: Spec{CDROM: &CDROM{ISO: tc.iso}}}
+		_, err := m.CreateWith(ctx, v, CreateOptions{Remote: true})
+		if tc.ok != (err == nil) {
+			t.Errorf("remote create with cdrom %s: %v; want ok %v", tc.iso, err, tc.ok)
+		}
+		if !tc.ok && (!errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "spec.cdrom.iso") || !strings.Contains(err.Error(), "images directory")) {
+			t.Errorf("remote create with cdrom %s: %v; want spec.cdrom.iso named, the images directory", tc.iso, err)
+		}
+	}
+}
