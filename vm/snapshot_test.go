@@ -2,7 +2,9 @@ package vm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,5 +265,107 @@ func TestSnapshotFailureReverts(t *testing.T) {
 	}
 	if list, err := m.ListSnapshots(ctx, "snap"); err != nil || len(list) != 0 {
 		t.Errorf("ListSnapshots after the failed snapshot = %+v, %v; want none", list, err)
+	}
+}
+
+// liveSnapshotMonitor is a QMP monitor for a running VM with the disks
+// root and data: tx answers the transaction, job the snapshot-save job's
+// end ("" for success); tags are the snapshots query-block shows.
+func liveSnapshotMonitor(tx any, jobErr string, tags *[]string, txArgs *string) *fakeMonitor {
+	jobID := ""
+	return &fakeMonitor{handle: func(cmd string, args json.RawMessage) any {
+		switch cmd {
+		case "snapshot-save":
+			var a struct {
+				ID string `json:"job-id"`
+			}
+			json.Unmarshal(args, &a)
+			jobID = a.ID
+		case "query-block":
+			var snaps []map[string]any
+			for _, tag := range *tags {
+				snaps = append(snaps, map[string]any{"name": tag, "date-sec": 1796168109, "vm-state-size": 0})
+			}
+			var out []map[string]any
+			for i, d := range []string{"root", "data"} {
+				out = append(out, map[string]any{"device": DiskDriveID(d), "inserted": map[string]any{
+					"node-name": fmt.Sprintf("#block%d", i), "image": map[string]any{"actual-size": 1 << 20, "snapshots": snaps}}})
+			}
+			return out
+		case "query-status":
+			return map[string]any{"status": "running", "running": true}
+		case "transaction":
+			*txArgs = string(args)
+			return tx
+		case "query-jobs":
+			j := map[string]any{"id": jobID, "status": "concluded"}
+			if jobErr != "" {
+				j["error"] = jobErr
+			}
+			return []map[string]any{j}
+		}
+		return nil
+	}}
+}
+
+// A running VM's disks are snapshotted in one transaction with the guest
+// paused for it, and resumed whether it worked or not; a memory snapshot
+// whose job failed is removed from every disk.
+func TestSnapshotLive(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name   string
+		opts   SnapshotOptions
+		tx     any
+		jobErr string
+		want   string // the commands, in order
+		err    string // "" for success
+	}{
+		{name: "disk-only", tx: nil, want: "query-block,query-status,stop,transaction,cont,query-block"},
+		{name: "transaction fails", tx: qmpFail{"GenericError", "injected: no space on disk data"},
+			want: "query-block,query-status,stop,transaction,cont", err: "injected: no space"},
+		{name: "memory job fails", opts: SnapshotOptions{Memory: true}, jobErr: "injected: vmstate write failed",
+			want: "query-block,snapshot-save,query-jobs,job-dismiss,blockdev-snapshot-delete-internal-sync,blockdev-snapshot-delete-internal-sync", err: "injected: vmstate"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, v := snapshotManager(t)
+			uid := v.Metadata.UID
+			startFakeQEMU(t, m, m.opts.HostRoot, uid, nil)
+			var tags []string
+			var txArgs string
+			mon := liveSnapshotMonitor(tc.tx, tc.jobErr, &tags, &txArgs)
+			if tc.tx == nil && tc.jobErr == "" {
+				// after the transaction the disks hold the tag
+				inner := mon.handle
+				mon.handle = func(cmd string, args json.RawMessage) any {
+					r := inner(cmd, args)
+					if cmd == "transaction" {
+						tags = []string{"s"}
+					}
+					return r
+				}
+			}
+			serveMonitor(t, m.runPath(uid, qmpSockName), mon)
+			snap, err := m.CreateSnapshot(ctx, "snap", "s", tc.opts)
+			if got := mon.gotString(); got != tc.want {
+				t.Errorf("QMP commands %s; want %s", got, tc.want)
+			}
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("CreateSnapshot = %v; want an error with %q", err, tc.err)
+				}
+				meta, _ := m.readSnapshotMeta(uid)
+				if len(meta.Snapshots) != 0 {
+					t.Errorf("record after the failure: %v; want none", meta.Snapshots)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(txArgs, `"device":"disk-root"`) || !strings.Contains(txArgs, `"device":"disk-data"`) || !slices.Equal(snap.Disks, []string{"root", "data"}) {
+				t.Errorf("transaction %s, snapshot %+v; want both disks in one transaction", txArgs, snap)
+			}
+		})
 	}
 }
