@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -403,10 +404,17 @@ func (m *Manager) backupDisks(ctx context.Context, img string, s *VirtualMachine
 			cancel()
 		}
 	}()
+	c, cancel := qctx()
+	ids, err := liveDiskIDs(c, mon, disks)
+	cancel()
+	if err != nil {
+		return err
+	}
+
 	var actions []map[string]any
 	for i, d := range disks {
 		c, cancel := qctx()
-		err := mon.Execute(c, "blockdev-add", map[string]any{
+		err = mon.Execute(c, "blockdev-add", map[string]any{
 			"driver": "qcow2", "node-name": node(i),
 			"file": map[string]any{"driver": "file", "filename": d.to},
 		}, nil)
@@ -420,11 +428,11 @@ func (m *Manager) backupDisks(ctx context.Context, img string, s *VirtualMachine
 			sync = "top"
 		}
 		actions = append(actions, map[string]any{"type": "blockdev-backup", "data": map[string]any{
-			"job-id": job(i), "device": DiskDriveID(d.name), "target": node(i), "sync": sync,
+			"job-id": job(i), "device": ids[i].id(), "target": node(i), "sync": sync,
 			"auto-dismiss": false,
 		}})
 	}
-	c, cancel := qctx()
+	c, cancel = qctx()
 	err = mon.Execute(c, "transaction", map[string]any{"actions": actions}, nil)
 	cancel()
 	if err != nil {
@@ -552,18 +560,30 @@ func (m *Manager) linkDisks(ctx context.Context, r *revert.Stack, img string, s 
 		}
 	}
 	if running {
-		var actions []map[string]any
-		for i, d := range disks {
-			actions = append(actions, map[string]any{"type": "blockdev-snapshot-sync", "data": map[string]any{
-				// device: a disk of the command line (its drive);
-				// node-name: a hot-plugged one (its blockdev node),
-				// which needs the new overlay's node named too
-				"device": DiskDriveID(d.name), "node-name": DiskDriveID(d.name),
-				"snapshot-node-name": fmt.Sprintf("ov-%s-%d", id, i),
-				"snapshot-file":      live[i], "format": "qcow2", "mode": "existing",
-			}})
-		}
 		err := m.qmpDo(ctx, s.Metadata.UID, func(ctx context.Context, mon *qmp.Monitor) error {
+			ids, err := liveDiskIDs(ctx, mon, disks)
+			if err != nil {
+				return err
+			}
+			var actions []map[string]any
+			for i := range disks {
+				actions = append(actions, map[string]any{"type": "blockdev-snapshot-sync", "data": map[string]any{
+					// the disk's active layer (qmpDiskID): a disk of the
+					// command line by its drive, a hot-plugged one by its
+					// active node, which needs the new overlay's node
+					// named too
+					"snapshot-node-name": fmt.Sprintf("ov-%s-%d", id, i),
+					"snapshot-file":      live[i], "format": "qcow2", "mode": "existing",
+				}})
+				// blockdev-snapshot-sync's device is a BlockBackend's
+				// name only; a node goes in node-name
+				data := actions[i]["data"].(map[string]any)
+				if ids[i].device != "" {
+					data["device"] = ids[i].device
+				} else {
+					data["node-name"] = ids[i].node
+				}
+			}
 			return mon.Execute(ctx, "transaction", map[string]any{"actions": actions}, nil)
 		})
 		if err != nil {
@@ -709,4 +729,32 @@ func (m *Manager) layerDirsInUse() map[string]bool {
 		}
 	}
 	return out
+}
+
+// liveDisk is a disk's block backend in the running QEMU: its
+// BlockBackend's name (a -drive's; "" for a hot-plugged disk) and its
+// active node.
+type liveDisk struct{ device, node string }
+
+// id is its qmpDiskID.
+func (l liveDisk) id() string { return qmpDiskID(l.device, l.node) }
+
+// liveDiskIDs finds each disk's active layer in the running QEMU, from
+// query-block.
+func liveDiskIDs(ctx context.Context, mon *qmp.Monitor, disks []cloneDisk) ([]liveDisk, error) {
+	var blocks []qmpBlock
+	if err := mon.Execute(ctx, "query-block", nil, &blocks); err != nil {
+		return nil, fmt.Errorf("QMP query-block: %w", err)
+	}
+	ids := make([]liveDisk, len(disks))
+	for i, d := range disks {
+		j := slices.IndexFunc(blocks, func(b qmpBlock) bool {
+			return b.Inserted != nil && isDiskBlock(d.name, b.Device, b.Qdev, b.Inserted.NodeName)
+		})
+		if j < 0 {
+			return nil, fmt.Errorf("disk %q: not attached to the running QEMU (no block device %s)", d.name, DiskDriveID(d.name))
+		}
+		ids[i] = liveDisk{device: blocks[j].Device, node: blocks[j].Inserted.NodeName}
+	}
+	return ids, nil
 }

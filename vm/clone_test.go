@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -466,5 +467,39 @@ func TestCloneRevert(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A second linked clone of a running source whose disk was hot-plugged:
+// the first clone put the overlay ov-… on the disk's node disk-data,
+// now a read-only frozen layer. The new overlay goes on the active node
+// (node-name ov-…); one put on disk-data would sit below the layer the
+// guest writes, and the new clone would be backed by a file its running
+// source still writes.
+func TestCloneLinkedRunningHotplugged(t *testing.T) {
+	ctx := context.Background()
+	m, v := snapshotManager(t)
+	uid := v.Metadata.UID
+	startFakeQEMU(t, m, m.opts.HostRoot, uid, nil)
+	var txArgs string
+	serveMonitor(t, m.runPath(uid, qmpSockName), &fakeMonitor{handle: func(cmd string, args json.RawMessage) any {
+		switch cmd {
+		case "query-block":
+			return []map[string]any{
+				{"device": "disk-root", "qdev": "/machine/peripheral/blk-root/virtio-backend", "inserted": map[string]any{"node-name": "#block1"}},
+				{"device": "", "qdev": "/machine/peripheral/blk-data/virtio-backend", "inserted": map[string]any{"node-name": "ov-0123abcd-1"}},
+			}
+		case "query-status":
+			return map[string]any{"status": "running", "running": true}
+		case "transaction":
+			txArgs = string(args)
+		}
+		return nil
+	}})
+	if _, err := m.Clone(ctx, "snap", "snap-2", CloneOptions{Linked: true}); err != nil {
+		t.Fatalf("Clone: %v", err)
+	}
+	if !strings.Contains(txArgs, `"device":"disk-root"`) || !strings.Contains(txArgs, `"node-name":"ov-0123abcd-1"`) || strings.Contains(txArgs, `"disk-data"`) {
+		t.Errorf("transaction %s; want disk-root by its drive and data by its active node ov-0123abcd-1, not the frozen disk-data", txArgs)
 	}
 }

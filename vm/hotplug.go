@@ -273,7 +273,7 @@ func (m *Manager) DetachDisk(ctx context.Context, ref, disk string, o DiskDetach
 		if err := s.unplug(ctx, DiskDeviceID(d.Name), timeoutOr(o.Timeout)); err != nil {
 			return nil, fmt.Errorf("vm %q: disk detach %s: %w", name, d.Name, err)
 		}
-		if err := s.dropBlock(ctx, DiskDriveID(d.Name)); err != nil {
+		if err := s.dropBlock(ctx, d.Name); err != nil {
 			// the guest has let the disk go: detached it is, but QEMU may
 			// hold the file open until it ends
 			m.log.Warn("block backend not deleted", "vm", name, "disk", d.Name, "err", err)
@@ -323,7 +323,7 @@ func (m *Manager) ResizeDisk(ctx context.Context, ref, disk, size string) (*Hotp
 	var cur int64
 	var blk blockInfo
 	if s != nil {
-		if blk, err = s.block(ctx, DiskDriveID(d.Name)); err != nil {
+		if blk, err = s.block(ctx, d.Name); err != nil {
 			return nil, fmt.Errorf("vm %q: disk resize %s: %w", name, d.Name, err)
 		}
 		cur = blk.Inserted.Image.VirtualSize

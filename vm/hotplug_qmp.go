@@ -178,12 +178,13 @@ func (s *hotSession) deviceGone(ctx context.Context, id string) bool {
 // of the file: a hot-plugged disk's node (blockdev-add) is deleted with
 // blockdev-del; a cold-plugged one's -drive, when its device's unplug left
 // it, with drive_del (the monitor has no QMP command for a legacy drive).
-func (s *hotSession) dropBlock(ctx context.Context, drive string) error {
+func (s *hotSession) dropBlock(ctx context.Context, disk string) error {
+	drive := DiskDriveID(disk)
 	err := s.do(ctx, "blockdev-del", map[string]any{"node-name": drive}, nil)
 	if err == nil || !isNotFound(err) {
 		return err
 	}
-	b, err := s.block(ctx, drive)
+	b, err := s.block(ctx, disk)
 	if err != nil || b.Device != drive {
 		return nil // gone with its device
 	}
@@ -209,22 +210,43 @@ type blockInfo struct {
 	} `json:"inserted"`
 }
 
-// block finds the running VM's block backend of a disk: a cold-plugged
-// disk's -drive is named by its drive id, a hot-plugged one's node is.
-func (s *hotSession) block(ctx context.Context, drive string) (blockInfo, error) {
+// block finds the running VM's block backend of a disk (isDiskBlock).
+func (s *hotSession) block(ctx context.Context, disk string) (blockInfo, error) {
 	var blocks []blockInfo
 	if err := s.do(ctx, "query-block", nil, &blocks); err != nil {
 		return blockInfo{}, fmt.Errorf("query-block: %w", err)
 	}
 	for _, b := range blocks {
-		if b.Inserted != nil && (b.Device == drive || b.Inserted.NodeName == drive) {
+		if b.Inserted != nil && isDiskBlock(disk, b.Device, b.Qdev, b.Inserted.NodeName) {
 			return b, nil
 		}
 	}
-	return blockInfo{}, fmt.Errorf("query-block: no block device %s in the running VM", drive)
+	return blockInfo{}, fmt.Errorf("query-block: no block device %s in the running VM", DiskDriveID(disk))
 }
 
 // RenameTAP renames a TAP in use (netcfg.RenameTAP).
 func (hostNet) RenameTAP(ctx context.Context, from, to string) error {
 	return netcfg.RenameTAP(ctx, from, to)
+}
+
+// isDiskBlock says whether a query-block entry (its device, qdev and
+// active node) is the named disk's. A cold-plugged disk's -drive is named
+// by its drive id. A hot-plugged one's node is named so only until a
+// linked clone of the running VM puts an overlay on it
+// (blockdev-snapshot-sync): then its device is known by its qdev alone.
+func isDiskBlock(disk, device, qdev, node string) bool {
+	drive, dev := DiskDriveID(disk), DiskDeviceID(disk)
+	return device == drive || node == drive || qdev == dev || qdev == "/machine/peripheral/"+dev+"/virtio-backend"
+}
+
+// qmpDiskID is what names a disk's active layer in QMP's device (or
+// node-name) arguments: its BlockBackend when it has a named one, else
+// its active node. Never the hot-plugged disk's own node name: once a
+// linked clone froze it, that is a read-only backing layer, and a
+// snapshot, backup or overlay of it would miss the guest's later writes.
+func qmpDiskID(device, node string) string {
+	if device != "" {
+		return device
+	}
+	return node
 }

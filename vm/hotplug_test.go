@@ -542,3 +542,34 @@ func TestDetachNICLiveRenamesTAPs(t *testing.T) {
 		t.Errorf("observedGeneration %d, generation %d; want in step", got.Status.ObservedGeneration, got.Metadata.Generation)
 	}
 }
+
+// A hot-plugged disk under a linked clone's overlay (its node disk-data
+// frozen below ov-…) is still found for a live resize, which grows the
+// active node the guest sees.
+func TestResizeDiskLiveHotpluggedUnderOverlay(t *testing.T) {
+	t.Parallel()
+	var args string
+	f := newHotFixture(t, "running", func(cmd string, a json.RawMessage) any {
+		switch cmd {
+		case "query-block":
+			img := map[string]any{"virtual-size": 8 << 20}
+			return []map[string]any{
+				{"device": "disk-root", "qdev": "/machine/peripheral/blk-root/virtio-backend", "inserted": map[string]any{"node-name": "#block1", "image": img}},
+				{"device": "", "qdev": "/machine/peripheral/blk-data/virtio-backend", "inserted": map[string]any{"node-name": "ov-0123abcd-1", "image": img}},
+			}
+		case "block_resize":
+			args = string(a)
+		}
+		return nil
+	})
+	f.vm.Spec.Disks = append(f.vm.Spec.Disks, Disk{Name: "data", Size: "8M"})
+	if err := f.m.store.save(f.vm); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.m.ResizeDisk(context.Background(), "web", "data", "16M"); err != nil {
+		t.Fatalf("ResizeDisk: %v", err)
+	}
+	if want := `{"node-name":"ov-0123abcd-1","size":16777216}`; args != want {
+		t.Errorf("block_resize %s; want %s", args, want)
+	}
+}

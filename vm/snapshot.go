@@ -151,6 +151,7 @@ type qcowSnapshot struct {
 // qmpBlock is the part of a query-block entry snapshots need.
 type qmpBlock struct {
 	Device   string `json:"device"`
+	Qdev     string `json:"qdev"`
 	Inserted *struct {
 		NodeName string `json:"node-name"`
 		Image    struct {
@@ -172,6 +173,7 @@ type diskState struct {
 	disk   string // spec.disks[].name
 	path   string
 	node   string // running: the QEMU node of its image
+	dev    string // running: its id for QMP's device arguments (qmpDiskID)
 	actual int64  // allocated bytes
 	snaps  []qcowSnapshot
 }
@@ -200,15 +202,13 @@ func (m *Manager) readDisks(ctx context.Context, vm *VirtualMachine, mon *qmp.Mo
 		}
 		for _, d := range vm.Spec.Disks {
 			i := slices.IndexFunc(blocks, func(b qmpBlock) bool {
-				// a cold-plugged disk's -drive is named by its drive id, a
-				// hot-plugged one's node (vm/hotplug.go)
-				return b.Inserted != nil && (b.Device == DiskDriveID(d.Name) || b.Inserted.NodeName == DiskDriveID(d.Name))
+				return b.Inserted != nil && isDiskBlock(d.Name, b.Device, b.Qdev, b.Inserted.NodeName)
 			})
 			if i < 0 {
 				return nil, fmt.Errorf("disk %q: not attached to the running QEMU (no block device %s)", d.Name, DiskDriveID(d.Name))
 			}
 			in := blocks[i].Inserted
-			out = append(out, diskState{disk: d.Name, path: m.diskPath(uid, d.Name), node: in.NodeName, actual: in.Image.ActualSize, snaps: in.Image.Snapshots})
+			out = append(out, diskState{disk: d.Name, path: m.diskPath(uid, d.Name), node: in.NodeName, dev: qmpDiskID(blocks[i].Device, in.NodeName), actual: in.Image.ActualSize, snaps: in.Image.Snapshots})
 		}
 		return out, nil
 	}
@@ -441,7 +441,7 @@ func (m *Manager) snapshotLive(ctx context.Context, s *snapshotSession, name str
 	}
 	actions := make([]action, 0, len(s.disks))
 	for _, d := range s.disks {
-		actions = append(actions, action{Type: "blockdev-snapshot-internal-sync", Data: map[string]any{"device": DiskDriveID(d.disk), "name": name}})
+		actions = append(actions, action{Type: "blockdev-snapshot-internal-sync", Data: map[string]any{"device": d.dev, "name": name}})
 	}
 	c, cancel := context.WithTimeout(ctx, qmpTimeout)
 	err = mon.Execute(c, "transaction", map[string]any{"actions": actions}, nil)
@@ -490,7 +490,7 @@ func pauseGuest(ctx context.Context, mon *qmp.Monitor) (resume func() error, err
 func (m *Manager) deleteTagLive(ctx context.Context, s *snapshotSession, tag string) {
 	for _, d := range s.disks {
 		c, cancel := context.WithTimeout(ctx, qmpTimeout)
-		err := s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": DiskDriveID(d.disk), "name": tag}, nil)
+		err := s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": d.dev, "name": tag}, nil)
 		cancel()
 		var ce *qmp.CommandError
 		if err != nil && !errors.As(err, &ce) {
@@ -785,7 +785,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref, name string) error {
 		}
 		if s.mon != nil {
 			c, cancel := context.WithTimeout(ctx, qmpTimeout)
-			err = s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": DiskDriveID(d.disk), "name": name}, nil)
+			err = s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": d.dev, "name": name}, nil)
 			cancel()
 		} else {
 			_, err = qemuImgOut(ctx, img, "snapshot", "-d", name, d.path)

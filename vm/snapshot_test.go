@@ -369,3 +369,46 @@ func TestSnapshotLive(t *testing.T) {
 		})
 	}
 }
+
+// A disk hot-plugged into a running VM that a linked clone then froze
+// (blockdev-snapshot-sync put the overlay ov-… on its node disk-data):
+// query-block knows it by its qdev and active node only. Snapshots find
+// it, and snapshot its active layer, never the frozen node below, which
+// would miss every write since the clone.
+func TestSnapshotLiveHotplugAfterLinkedClone(t *testing.T) {
+	ctx := context.Background()
+	m, v := snapshotManager(t)
+	uid := v.Metadata.UID
+	startFakeQEMU(t, m, m.opts.HostRoot, uid, nil)
+	var txArgs string
+	var tags []string
+	serveMonitor(t, m.runPath(uid, qmpSockName), &fakeMonitor{handle: func(cmd string, args json.RawMessage) any {
+		switch cmd {
+		case "query-block":
+			var snaps []map[string]any
+			for _, tag := range tags {
+				snaps = append(snaps, map[string]any{"name": tag, "date-sec": 1796168109, "vm-state-size": 0})
+			}
+			img := map[string]any{"actual-size": 1 << 20, "snapshots": snaps}
+			return []map[string]any{
+				{"device": "disk-root", "qdev": "/machine/peripheral/blk-root/virtio-backend", "inserted": map[string]any{"node-name": "#block1", "image": img}},
+				{"device": "", "qdev": "/machine/peripheral/blk-data/virtio-backend", "inserted": map[string]any{"node-name": "ov-0123abcd-1", "image": img}},
+			}
+		case "query-status":
+			return map[string]any{"status": "running", "running": true}
+		case "transaction":
+			txArgs = string(args)
+			tags = []string{"s"}
+		}
+		return nil
+	}})
+	if _, err := m.ListSnapshots(ctx, "snap"); err != nil {
+		t.Fatalf("ListSnapshots: %v; want the hot-plugged disk found by its qdev", err)
+	}
+	if _, err := m.CreateSnapshot(ctx, "snap", "s", SnapshotOptions{}); err != nil {
+		t.Fatalf("CreateSnapshot: %v", err)
+	}
+	if !strings.Contains(txArgs, `"device":"disk-root"`) || !strings.Contains(txArgs, `"device":"ov-0123abcd-1"`) || strings.Contains(txArgs, `"disk-data"`) {
+		t.Errorf("transaction %s; want disk-root and the active node ov-0123abcd-1, not the frozen disk-data", txArgs)
+	}
+}
