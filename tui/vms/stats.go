@@ -67,9 +67,6 @@ func (m *Model) sampleStats(now bool) tea.Cmd {
 	sv.sampling = true
 	src, parent := sv.src, m.c.Ctx
 	return func() tea.Msg {
-		if parent == nil {
-			parent = context.Background()
-		}
 		ctx, cancel := context.WithTimeout(parent, statsTimeout)
 		defer cancel()
 		st, err := src.Sample(ctx, nil)
