@@ -471,7 +471,10 @@ func requireKind(t *testing.T, f *fakeSessions, kind string) {
 
 // A pull from a local HTTP server: Queued, Running, at least two
 // progress statuses with bytes (throttled: at most about 4 a second), then
-// Succeeded with the image's sha256; seqs grow by one.
+// Succeeded with the image's sha256; seqs grow. The outbox coalesces a
+// task's statuses not yet sent (the newest replaces the older), so on a
+// loaded machine Queued may go unseen behind Running (it did once in CI),
+// and a seq may be skipped, never repeated or reversed.
 func TestTaskPullImageProgress(t *testing.T) {
 	t.Parallel()
 	f := startFakeSessions(t)
@@ -492,8 +495,8 @@ func TestTaskPullImageProgress(t *testing.T) {
 	all := f.of(id)
 	progress := 0
 	for i, s := range all {
-		if s.GetSeq() != uint64(i+1) {
-			t.Errorf("status %d has seq %d; want %d", i, s.GetSeq(), i+1)
+		if i > 0 && s.GetSeq() <= all[i-1].GetSeq() {
+			t.Errorf("status %d has seq %d after %d; want it to grow", i, s.GetSeq(), all[i-1].GetSeq())
 		}
 		if s.GetPhase() == directorv1.TaskPhase_TASK_PHASE_RUNNING && s.GetProgress().GetDone() > 0 {
 			progress++
@@ -502,8 +505,15 @@ func TestTaskPullImageProgress(t *testing.T) {
 			}
 		}
 	}
-	if all[0].GetPhase() != directorv1.TaskPhase_TASK_PHASE_QUEUED || all[1].GetPhase() != directorv1.TaskPhase_TASK_PHASE_RUNNING {
-		t.Errorf("first statuses %v, %v; want QUEUED then RUNNING", all[0].GetPhase(), all[1].GetPhase())
+	switch first := all[0]; {
+	case first.GetPhase() == directorv1.TaskPhase_TASK_PHASE_QUEUED && first.GetSeq() == 1:
+		if all[1].GetPhase() != directorv1.TaskPhase_TASK_PHASE_RUNNING {
+			t.Errorf("status after QUEUED %v; want RUNNING", all[1].GetPhase())
+		}
+	case first.GetPhase() == directorv1.TaskPhase_TASK_PHASE_RUNNING && first.GetSeq() > 1:
+		// Queued coalesced into it before a send
+	default:
+		t.Errorf("first status %v seq %d; want QUEUED seq 1, or RUNNING (Queued coalesced)", first.GetPhase(), first.GetSeq())
 	}
 	if progress < 2 {
 		t.Errorf("%d progress statuses; want at least 2", progress)
