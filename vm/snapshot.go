@@ -96,6 +96,11 @@ type snapshotRecord struct {
 	Memory    bool      `json:"memory"`
 	Disks     []string  `json:"disks"`
 	DiskBytes int64     `json:"diskBytes"`
+	// a memory snapshot's device state is that of the QEMU it was taken
+	// in: QEMUPID and Hotplugged are that QEMU's and its hot-plug
+	// changes, when it had any (none: the devices of its command line)
+	QEMUPID    int      `json:"qemuPid,omitempty"`
+	Hotplugged []string `json:"hotplugged,omitempty"`
 }
 
 type snapshotMeta struct {
@@ -380,6 +385,14 @@ func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o Snapsh
 	if o.Memory && s.mon == nil {
 		return nil, fail(fmt.Errorf("a memory snapshot needs the VM running: %w", ErrNotRunning))
 	}
+	var hotplugChanges []string
+	if o.Memory {
+		// the device state saved is of the devices QEMU has now: a restore
+		// must find the same ones (RestoreSnapshot)
+		if hotplugChanges, err = m.hotplugChanges(uid, s.pid); err != nil {
+			return nil, fail(err)
+		}
+	}
 	if s.mon != nil && m.anySaved(uid) {
 		// as qmpOp: the guest runs on after this, a saved state is spent
 		if err := m.spendSaved(uid); err != nil {
@@ -413,6 +426,9 @@ func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o Snapsh
 		return nil, fail(err)
 	}
 	rec := snapshotRecord{CreatedAt: time.Now().UTC(), Memory: o.Memory, Disks: names, DiskBytes: diskBytes}
+	if o.Memory {
+		rec.QEMUPID, rec.Hotplugged = s.pid, hotplugChanges
+	}
 	s.meta.Snapshots[name] = rec
 	if err := m.writeSnapshotMeta(uid, s.meta); err != nil {
 		return nil, fail(err)
@@ -656,6 +672,11 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 	if err := checkLayout(s, snap); err != nil {
 		return err
 	}
+	if snap.Memory {
+		if err := m.checkSnapshotDevices(s, name); err != nil {
+			return fail(err)
+		}
+	}
 	if s.pid > 0 && !o.Force {
 		return &RestoreRunningError{VM: vmName, Name: name, PID: s.pid, Memory: snap.Memory}
 	}
@@ -816,4 +837,54 @@ func (m *Manager) snapshotNamesLocked(ctx context.Context, vm *VirtualMachine) (
 		names = append(names, sn.Name)
 	}
 	return names, nil
+}
+
+// hotplugChanges are the hot-plug changes of the VM's QEMU with pid
+// (none when it has its command line's devices). An unreadable record
+// is an error: the devices cannot be told.
+func (m *Manager) hotplugChanges(uid string, pid int) ([]string, error) {
+	if pid <= 0 {
+		return nil, nil
+	}
+	rec, err := m.readHotplugRecord(uid)
+	if err != nil {
+		return nil, fmt.Errorf("%w: its record %s cannot be read (%v): the devices of the running QEMU are unknown", ErrHotplugged, hotplugRecordName, err)
+	}
+	if rec == nil || rec.PID != pid {
+		return nil, nil
+	}
+	return rec.Changes, nil
+}
+
+// checkSnapshotDevices refuses a memory snapshot's restore onto other
+// devices than those it saved the state of: snapshot-load reverts the
+// disks before it reads the device state, and a state that does not fit
+// leaves the guest stopped on reverted disks with half-loaded RAM. The
+// devices match when the snapshot was taken with the command line's
+// devices and the QEMU it goes into has had no hot-plug (or is yet to
+// start), or in this very QEMU after the same hot-plugs.
+func (m *Manager) checkSnapshotDevices(s *snapshotSession, name string) error {
+	rec := s.meta.Snapshots[name]
+	now, err := m.hotplugChanges(s.vm.Metadata.UID, s.pid)
+	if err != nil {
+		return err
+	}
+	if len(rec.Hotplugged) == 0 && len(now) == 0 {
+		return nil
+	}
+	if len(rec.Hotplugged) > 0 && s.pid == rec.QEMUPID && slices.Equal(rec.Hotplugged, now) {
+		return nil
+	}
+	then := "the devices of its command line"
+	if len(rec.Hotplugged) > 0 {
+		then = "devices hot-plugged or detached in a QEMU since ended or changed again (" + strings.Join(rec.Hotplugged, "; ") + ")"
+		if s.pid == rec.QEMUPID {
+			then = "the devices after " + strings.Join(rec.Hotplugged, "; ")
+		}
+	}
+	nowS := "the devices of its command line"
+	if len(now) > 0 {
+		nowS = "the devices after " + strings.Join(now, "; ")
+	}
+	return fmt.Errorf("%w: the memory snapshot holds the state of %s, the VM has %s; restoring it would load that state into other devices (a memory snapshot restores only into the devices it was taken with)", ErrHotplugged, then, nowS)
 }

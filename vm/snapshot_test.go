@@ -412,3 +412,85 @@ func TestSnapshotLiveHotplugAfterLinkedClone(t *testing.T) {
 		t.Errorf("transaction %s; want disk-root and the active node ov-0123abcd-1, not the frozen disk-data", txArgs)
 	}
 }
+
+// A memory snapshot holds the state of the devices it was taken with: a
+// restore into a QEMU whose devices changed since (a NIC hot-plugged
+// after it; a snapshot taken after a hot-plug, restored into a QEMU
+// started since) is refused before snapshot-load, which would revert the
+// disks and then fail to load the state, leaving the guest stopped on
+// reverted disks with half-loaded RAM. The same hot-plugs in the same
+// QEMU restore.
+func TestRestoreMemorySnapshotAfterHotplug(t *testing.T) {
+	ctx := context.Background()
+	m, v := snapshotManager(t)
+	uid := v.Metadata.UID
+	q := startFakeQEMU(t, m, m.opts.HostRoot, uid, nil)
+	var tags []string
+	jobID := ""
+	mon := &fakeMonitor{handle: func(cmd string, args json.RawMessage) any {
+		switch cmd {
+		case "snapshot-save", "snapshot-load":
+			var a struct {
+				ID  string `json:"job-id"`
+				Tag string `json:"tag"`
+			}
+			json.Unmarshal(args, &a)
+			jobID = a.ID
+			if cmd == "snapshot-save" {
+				tags = append(tags, a.Tag)
+			}
+		case "query-jobs":
+			return []map[string]any{{"id": jobID, "status": "concluded"}}
+		case "query-status":
+			return map[string]any{"status": "running", "running": true}
+		case "query-block":
+			var out []map[string]any
+			for i, d := range []string{"root", "data"} {
+				var snaps []map[string]any
+				for _, tag := range tags {
+					snaps = append(snaps, map[string]any{"name": tag, "date-sec": 1796168109, "vm-state-size": 4096 * (1 - i)})
+				}
+				out = append(out, map[string]any{"device": DiskDriveID(d), "inserted": map[string]any{
+					"node-name": fmt.Sprintf("#block%d", i), "image": map[string]any{"actual-size": 1 << 20, "snapshots": snaps}}})
+			}
+			return out
+		}
+		return nil
+	}}
+	serveMonitor(t, m.runPath(uid, qmpSockName), mon)
+	if _, err := m.CreateSnapshot(ctx, "snap", "before", SnapshotOptions{Memory: true}); err != nil {
+		t.Fatalf("CreateSnapshot before: %v", err)
+	}
+	if err := m.recordHotplug(uid, q.pid, "nic 52:54:00:00:00:09 added"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.CreateSnapshot(ctx, "snap", "after", SnapshotOptions{Memory: true}); err != nil {
+		t.Fatalf("CreateSnapshot after: %v", err)
+	}
+	err := m.RestoreSnapshot(ctx, "snap", "before", RestoreOptions{Force: true})
+	if !errors.Is(err, ErrHotplugged) || !strings.Contains(err.Error(), "nic 52:54:00:00:00:09 added") {
+		t.Errorf("restore of the snapshot before the hot-plug: got %v; want ErrHotplugged naming the NIC", err)
+	}
+	if got := mon.gotString(); strings.Contains(got, "snapshot-load") {
+		t.Errorf("QMP commands %s; want no snapshot-load", got)
+	}
+	if err := m.RestoreSnapshot(ctx, "snap", "after", RestoreOptions{Force: true}); err != nil {
+		t.Errorf("restore of the snapshot after the hot-plug, same QEMU: %v; want it restored", err)
+	}
+	// the snapshot "after" as if taken in a QEMU since ended: this one
+	// has its command line's devices
+	os.Remove(m.runPath(uid, hotplugRecordName))
+	meta, err := m.readSnapshotMeta(uid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := meta.Snapshots["after"]
+	r.QEMUPID = q.pid + 1000
+	meta.Snapshots["after"] = r
+	if err := m.writeSnapshotMeta(uid, meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.RestoreSnapshot(ctx, "snap", "after", RestoreOptions{Force: true}); !errors.Is(err, ErrHotplugged) {
+		t.Errorf("restore of a snapshot taken after a hot-plug in another QEMU: got %v; want ErrHotplugged", err)
+	}
+}
