@@ -402,7 +402,14 @@ func applyBlockStats(st *Stats, blk []blockStats) {
 			continue
 		}
 		d := DiskStats{Known: true, ReadBytes: b.Stats.RdBytes, WriteBytes: b.Stats.WrBytes, ReadOps: b.Stats.RdOperations, WriteOps: b.Stats.WrOperations}
-		if i, ok := byDrive[id]; ok {
+		i, ok := byDrive[id]
+		if !ok {
+			// a hot-plugged disk under a linked clone's overlay: its
+			// active node is the overlay's, its qdev still its own
+			i = slices.IndexFunc(st.Disks, func(x DiskStats) bool { return isDiskBlock(x.Name, b.Device, b.QDev, b.Node) })
+			ok = i >= 0
+		}
+		if ok {
 			d.Name = st.Disks[i].Name
 			st.Disks[i] = d
 			continue

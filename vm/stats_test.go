@@ -120,7 +120,7 @@ func TestParseVmRSS(t *testing.T) {
 }
 
 func TestApplyBlockStats(t *testing.T) {
-	st := Stats{Disks: []DiskStats{{Name: "root"}, {Name: "data"}}}
+	st := Stats{Disks: []DiskStats{{Name: "root"}, {Name: "data"}, {Name: "logs"}}}
 	var blk []blockStats
 	add := func(dev string, rd, wr, rops, wops int64) {
 		var b blockStats
@@ -130,10 +130,15 @@ func TestApplyBlockStats(t *testing.T) {
 	}
 	add("disk-root", 100, 200, 3, 4)
 	add("cdrom", 5, 0, 1, 0)
+	// a disk hot-plugged, then frozen below a linked clone's overlay:
+	// known by its qdev, its active node the overlay's
+	add("", 7, 8, 1, 2)
+	blk[len(blk)-1].QDev, blk[len(blk)-1].Node = "/machine/peripheral/blk-logs/virtio-backend", "ov-0123abcd-2"
 	applyBlockStats(&st, blk)
 	want := []DiskStats{
 		{Name: "root", Known: true, ReadBytes: 100, WriteBytes: 200, ReadOps: 3, WriteOps: 4},
 		{Name: "data"}, // not in QMP's answer: unknown
+		{Name: "logs", Known: true, ReadBytes: 7, WriteBytes: 8, ReadOps: 1, WriteOps: 2},
 		{Name: "cdrom", Known: true, ReadBytes: 5, ReadOps: 1},
 	}
 	if len(st.Disks) != len(want) {
