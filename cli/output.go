@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -55,4 +56,26 @@ func mib(n int) string {
 		return "-"
 	}
 	return strconv.Itoa(n) + "MiB"
+}
+
+// renderStreamed writes one item of a stream (vm events, vm stats
+// --watch): a JSON line, or a YAML document with "---" between documents.
+// It reports false, writing nothing, for the table, which each stream
+// draws its own way.
+func renderStreamed(w io.Writer, format string, v any, first bool) (bool, error) {
+	switch format {
+	case FormatJSON:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return true, err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", b)
+		return true, err
+	case FormatYAML:
+		if !first {
+			fmt.Fprintln(w, "---")
+		}
+		return true, render(w, FormatYAML, v, nil)
+	}
+	return false, nil
 }

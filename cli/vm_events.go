@@ -112,19 +112,8 @@ keeps working; two virt vm events of the same VM at once share the two.`,
 // writeEvent writes one event as it comes: a line of the table, a JSON
 // line or a YAML document.
 func writeEvent(w io.Writer, format string, e vm.Event, first bool) error {
-	switch format {
-	case FormatJSON:
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+	if done, err := renderStreamed(w, format, e, first); done {
 		return err
-	case FormatYAML:
-		if !first {
-			fmt.Fprintln(w, "---")
-		}
-		return render(w, FormatYAML, e, nil)
 	}
 	_, err := fmt.Fprintf(textOnly{w}, "%s  %s  %s%s\n", e.At.Local().Format(time.RFC3339Nano), e.Name, e.Event, eventDetails(e.Data))
 	return err

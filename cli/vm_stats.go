@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -106,19 +105,8 @@ table is redrawn (on a terminal) and -o json prints one JSON array per line,
 // writeStatsFrame writes one --watch sample.
 func writeStatsFrame(env *Env, st []vm.Stats, first bool) error {
 	w := env.IO.Out
-	switch env.Output {
-	case FormatJSON:
-		b, err := json.Marshal(st)
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
+	if done, err := renderStreamed(w, env.Output, st, first); done {
 		return err
-	case FormatYAML:
-		if !first {
-			fmt.Fprintln(w, "---")
-		}
-		return render(w, FormatYAML, st, nil)
 	}
 	if env.IO.OutTTY {
 		fmt.Fprint(w, "\x1b[H\x1b[2J") // home and clear: the table redrawn in place
