@@ -136,7 +136,7 @@ func (m *Manager) Clone(ctx context.Context, src, name string, o CloneOptions) (
 		return nil, fail(err)
 	}
 	r.Add(func() error { return os.RemoveAll(dir) })
-	if err := m.copyVars(s.Metadata.UID, c.Metadata.UID); err != nil {
+	if err := m.copyVarsOf(ctx, s.Metadata.UID, c.Metadata.UID, running); err != nil {
 		return nil, fail(err)
 	}
 	rec := cloneRecord{Source: s.Metadata.UID, SourceName: s.Metadata.Name, Linked: o.Linked, CreatedAt: time.Now().UTC()}
@@ -261,6 +261,26 @@ func copySpec(s Spec) Spec {
 		c.Startup = &st
 	}
 	return c
+}
+
+// copyVarsOf is copyVars; a running source's guest is paused for it
+// (QEMU's stop drains and flushes its pflash), so that a variable the
+// firmware writes meanwhile is not copied half written.
+func (m *Manager) copyVarsOf(ctx context.Context, from, to string, running bool) error {
+	if _, err := os.Stat(filepath.Join(m.layout().VMStateDir(from), "OVMF_VARS.fd")); !running || err != nil {
+		return m.copyVars(from, to)
+	}
+	return m.qmpDo(ctx, from, func(ctx context.Context, mon *qmp.Monitor) error {
+		resume, err := pauseGuest(ctx, mon)
+		if err != nil {
+			return fmt.Errorf("OVMF variables: %w", err)
+		}
+		err = m.copyVars(from, to)
+		if rerr := resume(); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+		return err
+	})
 }
 
 // copyVars gives the clone its own copy of the source's UEFI variables

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -501,5 +502,54 @@ func TestCloneLinkedRunningHotplugged(t *testing.T) {
 	}
 	if !strings.Contains(txArgs, `"device":"disk-root"`) || !strings.Contains(txArgs, `"node-name":"ov-0123abcd-1"`) || strings.Contains(txArgs, `"disk-data"`) {
 		t.Errorf("transaction %s; want disk-root by its drive and data by its active node ov-0123abcd-1, not the frozen disk-data", txArgs)
+	}
+}
+
+// A running source's UEFI variables are copied with its guest paused
+// (stop drains QEMU's pflash writes), never while the firmware may be
+// writing them.
+func TestCloneRunningPausesForVars(t *testing.T) {
+	ctx := context.Background()
+	m, v := snapshotManager(t)
+	uid := v.Metadata.UID
+	startFakeQEMU(t, m, m.opts.HostRoot, uid, nil)
+	vars := filepath.Join(m.layout().VMStateDir(uid), "OVMF_VARS.fd")
+	if err := os.WriteFile(vars, []byte("vars"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var copied []bool // whether the clone's copy existed at each command
+	var cloneVars string
+	mon := serveMonitor(t, m.runPath(uid, qmpSockName), &fakeMonitor{handle: func(cmd string, args json.RawMessage) any {
+		if cloneVars == "" {
+			if ms, _ := filepath.Glob(filepath.Join(m.layout().StateDir(), "vms", "*", "OVMF_VARS.fd")); len(ms) == 2 {
+				for _, p := range ms {
+					if p != vars {
+						cloneVars = p
+					}
+				}
+			}
+		}
+		copied = append(copied, cloneVars != "")
+		switch cmd {
+		case "query-block":
+			return []map[string]any{
+				{"device": "disk-root", "inserted": map[string]any{"node-name": "#block1"}},
+				{"device": "disk-data", "inserted": map[string]any{"node-name": "#block2"}},
+			}
+		case "query-status":
+			return map[string]any{"status": "running", "running": true}
+		}
+		return nil
+	}})
+	if _, err := m.Clone(ctx, "snap", "snap-2", CloneOptions{Linked: true}); err != nil {
+		t.Fatalf("Clone: %v", err)
+	}
+	got := strings.Split(mon.gotString(), ",")
+	stop, cont := slices.Index(got, "stop"), slices.Index(got, "cont")
+	if stop < 0 || cont < stop || copied[stop] || !copied[cont] {
+		t.Errorf("QMP commands %v (vars copied by each: %v); want stop, then the copy, then cont", got, copied)
+	}
+	if b, err := os.ReadFile(cloneVars); err != nil || string(b) != "vars" {
+		t.Errorf("clone's OVMF_VARS.fd = %q, %v; want the source's", b, err)
 	}
 }
