@@ -266,6 +266,18 @@ func (m *Manager) DetachDisk(ctx context.Context, ref, disk string, o DiskDetach
 		return nil, err
 	}
 	d := vm.Spec.Disks[i]
+	if o.Delete {
+		// deleting the file deletes the snapshots inside it: refused, as
+		// vm delete refuses a VM with snapshots without WithSnapshots
+		tags, err := m.diskSnapshotTags(ctx, m.diskPath(uid, d.Name))
+		if err != nil {
+			return nil, fmt.Errorf("vm %q: disk detach %s --delete: the disk's snapshots cannot be read: %w", name, d.Name, err)
+		}
+		if len(tags) > 0 {
+			return nil, fmt.Errorf("vm %q: disk detach %s --delete: the disk holds snapshots %s (delete them first with virt vm snapshot delete, or detach without --delete to keep the file with them): %w",
+				name, d.Name, strings.Join(tags, ", "), ErrHasSnapshots)
+		}
+	}
 	if s != nil {
 		if err := m.recordHotplug(uid, pid, "disk "+d.Name+" detached"); err != nil {
 			return nil, fmt.Errorf("vm %q: disk detach: %w", name, err)

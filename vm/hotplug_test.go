@@ -419,6 +419,22 @@ func TestDetachDiskStoppedKeepsFile(t *testing.T) {
 	if len(got.Spec.Disks) != 2 || got.Spec.Disks[1] != (Disk{Name: "data", Size: "8388608"}) {
 		t.Errorf("spec.disks: %+v; want data again with its size", got.Spec.Disks)
 	}
+	// a disk holding a snapshot is not deleted with it: refused, nothing changed
+	if _, err := m.CreateSnapshot(ctx, "web", "before", SnapshotOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.DetachDisk(ctx, "web", "data", DiskDetachOptions{Delete: true}); !errors.Is(err, ErrHasSnapshots) || !strings.Contains(err.Error(), "before") {
+		t.Fatalf("detach --delete of a disk with a snapshot: got %v; want ErrHasSnapshots naming it", err)
+	}
+	if got, _ := m.store.load(v.Metadata.UID); len(got.Spec.Disks) != 2 {
+		t.Errorf("spec.disks after a refused detach: %+v; want both", got.Spec.Disks)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("file after a refused detach --delete: %v", err)
+	}
+	if err := m.DeleteSnapshot(ctx, "web", "before"); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := m.DetachDisk(ctx, "web", "data", DiskDetachOptions{Delete: true}); err != nil {
 		t.Fatal(err)
 	}

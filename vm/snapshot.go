@@ -243,6 +243,34 @@ func (m *Manager) readDisks(ctx context.Context, vm *VirtualMachine, mon *qmp.Mo
 	return out, nil
 }
 
+// diskSnapshotTags reads the internal snapshots' names of one disk file
+// (a shared read: a running QEMU may hold it). A file that is gone has
+// none.
+func (m *Manager) diskSnapshotTags(ctx context.Context, path string) ([]string, error) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	img, err := m.qemuImg()
+	if err != nil {
+		return nil, err
+	}
+	b, err := qemuImgOut(ctx, img, "info", "--output=json", "-U", path)
+	if err != nil {
+		return nil, err
+	}
+	var info struct {
+		Snapshots []qcowSnapshot `json:"snapshots"`
+	}
+	if err := json.Unmarshal(b, &info); err != nil {
+		return nil, fmt.Errorf("qemu-img info %s: %w", path, err)
+	}
+	tags := make([]string, 0, len(info.Snapshots))
+	for _, sn := range info.Snapshots {
+		tags = append(tags, sn.Name)
+	}
+	return tags, nil
+}
+
 func qemuImgOut(ctx context.Context, bin string, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
