@@ -733,7 +733,23 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 			nodes = append(nodes, d.node)
 		}
 		if err := m.runJob(ctx, s.mon, "snapshot-load", map[string]any{"tag": name, "vmstate": vmstateNode(s, name), "devices": nodes}); err != nil {
-			return fail(err)
+			// snapshot-load reverts the disks, then loads the state: a
+			// failed one leaves the guest stopped on disks that may be at
+			// the snapshot's point with its memory half loaded, which a
+			// resume would run on and corrupt. The caller gave up the
+			// running state (force, or a VM started for the restore).
+			pid := s.pid
+			s.close()
+			s.mon = nil
+			if pid == 0 {
+				pid = m.livePID(uid)
+			}
+			if pid > 0 {
+				if perr := m.powerOffLocked(ctx, vm, pid); perr != nil {
+					return fail(fmt.Errorf("%w; and the stopped guest, on disks that may be reverted, was not powered off: %v: do not resume it (virt vm stop --force)", err, perr))
+				}
+			}
+			return fail(fmt.Errorf("%w; the guest was powered off, not resumed: its disks may be at the snapshot's point and its memory was half loaded (start it to boot from its disks, or restore again)", err))
 		}
 		c, cancel := context.WithTimeout(ctx, qmpTimeout)
 		st, err := s.mon.Status(c)

@@ -494,3 +494,53 @@ func TestRestoreMemorySnapshotAfterHotplug(t *testing.T) {
 		t.Errorf("restore of a snapshot taken after a hot-plug in another QEMU: got %v; want ErrHotplugged", err)
 	}
 }
+
+// A snapshot-load that fails has reverted the disks, maybe, and loaded
+// part of the memory: the guest is powered off, never left stopped for a
+// resume to run on, and the error says so.
+func TestRestoreMemorySnapshotLoadFails(t *testing.T) {
+	ctx := context.Background()
+	m, v := snapshotManager(t)
+	uid := v.Metadata.UID
+	q := startFakeQEMU(t, m, m.opts.HostRoot, uid, nil)
+	tags := []string{"before"}
+	jobID, loading := "", false
+	mon := &fakeMonitor{handle: func(cmd string, args json.RawMessage) any {
+		switch cmd {
+		case "snapshot-load":
+			var a struct {
+				ID string `json:"job-id"`
+			}
+			json.Unmarshal(args, &a)
+			jobID, loading = a.ID, true
+		case "query-jobs":
+			j := map[string]any{"id": jobID, "status": "concluded"}
+			if loading {
+				j["error"] = "injected: device state did not load"
+			}
+			return []map[string]any{j}
+		case "query-status":
+			return map[string]any{"status": "paused", "running": false}
+		case "query-block":
+			var out []map[string]any
+			for i, d := range []string{"root", "data"} {
+				var snaps []map[string]any
+				for _, tag := range tags {
+					snaps = append(snaps, map[string]any{"name": tag, "date-sec": 1796168109, "vm-state-size": 4096 * (1 - i)})
+				}
+				out = append(out, map[string]any{"device": DiskDriveID(d), "inserted": map[string]any{
+					"node-name": fmt.Sprintf("#block%d", i), "image": map[string]any{"actual-size": 1 << 20, "snapshots": snaps}}})
+			}
+			return out
+		}
+		return nil
+	}}
+	serveMonitor(t, m.runPath(uid, qmpSockName), mon)
+	err := m.RestoreSnapshot(ctx, "snap", "before", RestoreOptions{Force: true})
+	if err == nil || !strings.Contains(err.Error(), "injected: device state") || !strings.Contains(err.Error(), "powered off") {
+		t.Fatalf("restore with a failing snapshot-load: %v; want the job's error and that the guest was powered off", err)
+	}
+	if q.alive() {
+		t.Errorf("the QEMU (pid %d) still runs after a failed snapshot-load; want it powered off", q.pid)
+	}
+}
