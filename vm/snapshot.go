@@ -101,6 +101,11 @@ type snapshotRecord struct {
 	// changes, when it had any (none: the devices of its command line)
 	QEMUPID    int      `json:"qemuPid,omitempty"`
 	Hotplugged []string `json:"hotplugged,omitempty"`
+	// Shape is a memory snapshot's machine as its QEMU's command line had
+	// it (CPUs, memory, firmware, disks, NICs): a restore into a QEMU of
+	// another shape (a NIC or memory changed in the spec while stopped)
+	// is refused, as a resume of a saved state is
+	Shape *SavedShape `json:"shape,omitempty"`
 }
 
 type snapshotMeta struct {
@@ -456,6 +461,10 @@ func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o Snapsh
 	rec := snapshotRecord{CreatedAt: time.Now().UTC(), Memory: o.Memory, Disks: names, DiskBytes: diskBytes}
 	if o.Memory {
 		rec.QEMUPID, rec.Hotplugged = s.pid, hotplugChanges
+		if argv := m.argv(s.pid); len(argv) > 0 {
+			shape := shapeOf(argv)
+			rec.Shape = &shape
+		}
 	}
 	s.meta.Snapshots[name] = rec
 	if err := m.writeSnapshotMeta(uid, s.meta); err != nil {
@@ -704,6 +713,9 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 		if err := m.checkSnapshotDevices(s, name); err != nil {
 			return fail(err)
 		}
+		if err := m.checkSnapshotShape(s, name); err != nil {
+			return fail(err)
+		}
 	}
 	if s.pid > 0 && !o.Force {
 		return &RestoreRunningError{VM: vmName, Name: name, PID: s.pid, Memory: snap.Memory}
@@ -931,4 +943,36 @@ func (m *Manager) checkSnapshotDevices(s *snapshotSession, name string) error {
 		nowS = "the devices after " + strings.Join(now, "; ")
 	}
 	return fmt.Errorf("%w: the memory snapshot holds the state of %s, the VM has %s; restoring it would load that state into other devices (a memory snapshot restores only into the devices it was taken with)", ErrHotplugged, then, nowS)
+}
+
+// checkSnapshotShape compares a memory snapshot's recorded shape with
+// that of the QEMU it would be loaded into: the running one's command
+// line, or for a stopped VM the launch its start would make. Records from
+// before shapes were kept are not checked.
+func (m *Manager) checkSnapshotShape(s *snapshotSession, name string) error {
+	rec := s.meta.Snapshots[name]
+	if rec.Shape == nil {
+		return nil
+	}
+	var now SavedShape
+	if s.pid > 0 {
+		argv := m.argv(s.pid)
+		if len(argv) == 0 {
+			return fmt.Errorf("the running QEMU's command line (pid %d) cannot be read: its devices cannot be compared with the memory snapshot's", s.pid)
+		}
+		now = shapeOf(argv)
+	} else {
+		l, err := m.launchFor(s.vm, "tcg") // the accelerator is not part of the shape
+		if err != nil {
+			return err
+		}
+		now = shapeOf(l.Args())
+	}
+	// the machine is not compared: spec.machine is always q35, which a
+	// QEMU resumed from a saved state names by its resolved type
+	diffs := shapeDiffs(*rec.Shape, now, true)
+	if len(diffs) > 0 {
+		return fmt.Errorf("%w: the memory snapshot holds the state of another machine than the VM has now (%s): change the spec back, or restore a disk-only snapshot", ErrSnapshotLayout, strings.Join(diffs, "; "))
+	}
+	return nil
 }

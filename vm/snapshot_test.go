@@ -544,3 +544,36 @@ func TestRestoreMemorySnapshotLoadFails(t *testing.T) {
 		t.Errorf("the QEMU (pid %d) still runs after a failed snapshot-load; want it powered off", q.pid)
 	}
 }
+
+// A memory snapshot of a VM whose spec changed while it was stopped (a
+// NIC added, memory changed) would load device state into another
+// machine: the restore's shape check refuses it, naming the change (the
+// same machine passes). qemu-img cannot make a memory snapshot, so the
+// check is driven with the session a restore opens.
+func TestRestoreMemorySnapshotOtherShape(t *testing.T) {
+	m, v := snapshotManager(t)
+	l, err := m.launchFor(v, "kvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape := shapeOf(l.Args())
+	meta := snapshotMeta{Format: snapshotsFormat, Snapshots: map[string]snapshotRecord{
+		"mem": {Memory: true, Disks: []string{"root", "data"}, Shape: &shape},
+		"old": {Memory: true, Disks: []string{"root", "data"}}, // a record from before shapes
+	}}
+	same := &snapshotSession{vm: v, meta: meta}
+	if err := m.checkSnapshotShape(same, "mem"); err != nil {
+		t.Errorf("the same machine: %v; want it restored", err)
+	}
+	changed := *v
+	changed.Spec.MemoryMiB *= 2
+	changed.Spec.Network = []NIC{{Bridge: "br0", MAC: "52:54:00:00:00:42"}}
+	s := &snapshotSession{vm: &changed, meta: meta}
+	err = m.checkSnapshotShape(s, "mem")
+	if !errors.Is(err, ErrSnapshotLayout) || !strings.Contains(err.Error(), "spec.memoryMiB") || !strings.Contains(err.Error(), "spec.network") {
+		t.Errorf("memory and a NIC changed: %v; want ErrSnapshotLayout naming spec.memoryMiB and spec.network", err)
+	}
+	if err := m.checkSnapshotShape(s, "old"); err != nil {
+		t.Errorf("a record without a shape: %v; want it not checked", err)
+	}
+}
