@@ -1,7 +1,6 @@
 package vm
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/virtcon/virtcon/internal/proc"
 	"github.com/virtcon/virtcon/qmp"
 )
 
@@ -454,47 +454,6 @@ type threadTicks struct {
 	ticks uint64
 }
 
-// procStat is what stats needs of a /proc/PID/stat or task stat line.
-type procStat struct {
-	comm         string
-	utime, stime uint64
-	start        uint64
-}
-
-// parseProcStat reads a stat line: "pid (comm) S ppid ...", comm may hold
-// spaces and parentheses, so the fields are counted after the last ')'.
-func parseProcStat(b []byte) (procStat, error) {
-	open := bytes.IndexByte(b, '(')
-	closeAt := bytes.LastIndexByte(b, ')')
-	if open < 0 || closeAt < open {
-		return procStat{}, fmt.Errorf("stat line %q: no (comm)", truncate(string(b), 64))
-	}
-	f := strings.Fields(string(b[closeAt+1:]))
-	// after comm: state(3) ppid(4) ... utime(14) stime(15) ... starttime(22)
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("stat line %q: %d fields after comm, want at least 20", truncate(string(b), 64), len(f))
-	}
-	var ps procStat
-	ps.comm = string(b[open+1 : closeAt])
-	var err error
-	for _, x := range []struct {
-		i int
-		v *uint64
-	}{{11, &ps.utime}, {12, &ps.stime}, {19, &ps.start}} {
-		if *x.v, err = strconv.ParseUint(f[x.i], 10, 64); err != nil {
-			return procStat{}, fmt.Errorf("stat line field %d %q: %w", x.i+3, f[x.i], err)
-		}
-	}
-	return ps, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
-
 // vcpuIndex tells a vCPU thread by its name, "CPU 0/TCG" or "CPU 1/KVM".
 func vcpuIndex(comm string) (int, bool) {
 	rest, ok := strings.CutPrefix(comm, "CPU ")
@@ -517,11 +476,11 @@ func (p procFS) cpuSample(pid int) (cpuSample, error) {
 		return cpuSample{}, err
 	}
 	at := time.Now()
-	ps, err := parseProcStat(b)
+	ps, err := proc.ParseStat(string(b))
 	if err != nil {
 		return cpuSample{}, fmt.Errorf("pid %d: %w", pid, err)
 	}
-	s := cpuSample{pid: pid, start: ps.start, at: at, total: ps.utime + ps.stime, vcpus: map[int]threadTicks{}}
+	s := cpuSample{pid: pid, start: ps.Start, at: at, total: ps.UTime + ps.STime, vcpus: map[int]threadTicks{}}
 	tasks, _ := os.ReadDir(filepath.Join(dir, "task"))
 	for _, t := range tasks {
 		tid, err := strconv.Atoi(t.Name())
@@ -532,12 +491,12 @@ func (p procFS) cpuSample(pid int) (cpuSample, error) {
 		if err != nil {
 			continue // the thread ended
 		}
-		ts, err := parseProcStat(b)
+		ts, err := proc.ParseStat(string(b))
 		if err != nil {
 			continue
 		}
-		if i, ok := vcpuIndex(ts.comm); ok {
-			s.vcpus[i] = threadTicks{tid: tid, ticks: ts.utime + ts.stime}
+		if i, ok := vcpuIndex(ts.Comm); ok {
+			s.vcpus[i] = threadTicks{tid: tid, ticks: ts.UTime + ts.STime}
 		}
 	}
 	return s, nil

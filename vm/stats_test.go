@@ -25,33 +25,6 @@ func fmtStat(f ...any) string {
 	return fmt.Sprintf("%d (%s) S 1 1 1 0 -1 4194560 10 0 0 0 %d %d 0 0 20 0 5 0 %d 1000 100\n", f...)
 }
 
-func TestParseProcStat(t *testing.T) {
-	tests := []struct {
-		name    string
-		line    string
-		want    procStat
-		wantErr bool
-	}{
-		{"qemu", statLine(4242, "qemu-system-x86", 150, 50, 9000), procStat{comm: "qemu-system-x86", utime: 150, stime: 50, start: 9000}, false},
-		{"vcpu thread with space and slash", statLine(4243, "CPU 0/TCG", 7, 1, 9001), procStat{comm: "CPU 0/TCG", utime: 7, stime: 1, start: 9001}, false},
-		{"comm with parens", statLine(1, "a) (b", 1, 2, 3), procStat{comm: "a) (b", utime: 1, stime: 2, start: 3}, false},
-		{"no comm", "4242 S 1 2 3", procStat{}, true},
-		{"short", "4242 (x) S 1 2 3\n", procStat{}, true},
-		{"not a number", "1 (x) S 1 1 1 0 -1 0 0 0 0 0 zz 1 0 0 20 0 1 0 5 0 0\n", procStat{}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseProcStat([]byte(tt.line))
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("parseProcStat(%q) error %v; want error %v", tt.line, err, tt.wantErr)
-			}
-			if got != tt.want {
-				t.Errorf("parseProcStat(%q) = %+v; want %+v", tt.line, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestCPUPercent(t *testing.T) {
 	tests := []struct {
 		name          string

@@ -19,6 +19,12 @@ type Stat struct {
 	// Start is field 22, the start time in clock ticks after boot: with
 	// the boot ID it tells a process from a later one with its PID.
 	Start uint64
+	// Comm is field 2, the command (or thread) name without its
+	// parentheses: QEMU names its vCPU threads "CPU 0/TCG".
+	Comm string
+	// UTime and STime are fields 14 and 15, the CPU time spent in user
+	// and kernel mode, in clock ticks.
+	UTime, STime uint64
 }
 
 // Gone reports whether the process has exited (a zombie waits only to
@@ -39,20 +45,29 @@ func ReadStat(pid int) (Stat, error) {
 // ParseStat reads "PID (COMM) STATE PPID ... STARTTIME ...": COMM may
 // hold spaces and parentheses, so the fields start after the last ')'.
 func ParseStat(s string) (Stat, error) {
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
+	open, i := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || i < open {
 		return Stat{}, fmt.Errorf("proc stat %q: no command name", s)
 	}
 	f := strings.Fields(s[i+1:])
-	// f[0] is field 3 (state); the start time is field 22.
+	// f[0] is field 3 (state); utime, stime and the start time are
+	// fields 14, 15 and 22.
 	if len(f) < 20 || len(f[0]) != 1 {
 		return Stat{}, fmt.Errorf("proc stat %q: too few fields", s)
 	}
-	start, err := strconv.ParseUint(f[19], 10, 64)
-	if err != nil {
-		return Stat{}, fmt.Errorf("proc stat: start time %q: %w", f[19], err)
+	st := Stat{State: f[0][0], Comm: s[open+1 : i]}
+	for _, x := range []struct {
+		what string
+		i    int
+		v    *uint64
+	}{{"utime", 11, &st.UTime}, {"stime", 12, &st.STime}, {"start time", 19, &st.Start}} {
+		n, err := strconv.ParseUint(f[x.i], 10, 64)
+		if err != nil {
+			return Stat{}, fmt.Errorf("proc stat: %s %q: %w", x.what, f[x.i], err)
+		}
+		*x.v = n
 	}
-	return Stat{State: f[0][0], Start: start}, nil
+	return st, nil
 }
 
 // BootID is this boot's ID (/proc/sys/kernel/random/boot_id), "" when it

@@ -15,8 +15,10 @@ func TestParseStat(t *testing.T) {
 		want     Stat
 		wantErr  bool
 	}{
-		{"plain", "17 (virt) S" + rest, Stat{'S', 4242}, false},
-		{"spaces and parentheses in the name", "17 (a) b (c)) Z" + rest, Stat{'Z', 4242}, false},
+		{"plain", "17 (virt) S" + rest, Stat{State: 'S', Start: 4242, Comm: "virt", UTime: 11, STime: 12}, false},
+		{"spaces and parentheses in the name", "17 (a) b (c)) Z" + rest, Stat{State: 'Z', Start: 4242, Comm: "a) b (c)", UTime: 11, STime: 12}, false},
+		{"a vCPU thread", "4243 (CPU 0/TCG) S" + rest, Stat{State: 'S', Start: 4242, Comm: "CPU 0/TCG", UTime: 11, STime: 12}, false},
+		{"bad utime", "17 (virt) S 1 2 3 4 5 6 7 8 9 10 zz 12 13 14 15 16 17 18 4242 20", Stat{}, true},
 		{"no name", "17 virt S" + rest, Stat{}, true},
 		{"too short", "17 (virt) S 1 2 3", Stat{}, true},
 		{"state of two letters", "17 (virt) SS" + rest, Stat{}, true},
