@@ -426,24 +426,26 @@ func (d *Director) followSessions(ctx context.Context, rev int64) {
 			if ev.Deleted {
 				d.ha.mu.Lock()
 				o, had := d.ha.owners[node]
-				if had && o.rev <= ev.Rev {
-					delete(d.ha.owners, node)
-				}
+				_, holderLive := d.ha.replicas[o.replica]
 				d.ha.mu.Unlock()
 				if had && o.replica != d.replicaID && d.held(node) == nil {
 					// Its holder closed the session now, or died and
 					// the key went with its lease, a TTL after it was
 					// last heard (the replica's key goes with it: it
-					// may be seen a moment later).
-					d.ha.mu.Lock()
-					_, holderLive := d.ha.replicas[o.replica]
-					d.ha.mu.Unlock()
+					// may be seen a moment later). Recorded before the
+					// node stops showing as held elsewhere, so that
+					// whoever sees it free sees when it was last heard.
 					seen := d.now()
 					if !holderLive {
 						seen = seen.Add(-replicaTTL)
 					}
 					d.live.hand(node, seen)
 				}
+				d.ha.mu.Lock()
+				if o, had := d.ha.owners[node]; had && o.rev <= ev.Rev {
+					delete(d.ha.owners, node)
+				}
+				d.ha.mu.Unlock()
 				continue
 			}
 			var r sessionRecord

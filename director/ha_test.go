@@ -143,6 +143,20 @@ func waitFor(t *testing.T, what string, within time.Duration, cond func() bool) 
 	}
 }
 
+// waitFree waits until node's session key is gone and every replica
+// shows it unconnected: each has then taken in when it was last heard,
+// and a clock advanced after it counts from then. (Advanced before a
+// replica's watch delivered the key's deletion, that replica took the
+// hand-off as of the advanced time and judged the node Ready for another
+// OfflineAfter: the test failed once in CI.)
+func waitFree(t *testing.T, node string, hs ...*directortest.Harness) {
+	t.Helper()
+	waitFor(t, "sessions key gone", 5*time.Second, func() bool { v, _ := sessionKey(t, hs[0], node); return v == nil })
+	for _, h := range hs {
+		waitFor(t, "node free on "+h.D.ReplicaID(), 5*time.Second, func() bool { return !h.Node(t, node).GetNode().GetConnected() })
+	}
+}
+
 // A node whose session another replica holds is never judged here:
 // past OfflineAfter with the holder hearing it, it stays Ready on both
 // and nothing writes it Offline. Once nobody holds it, the leader
@@ -196,7 +210,7 @@ func TestHAHeldElsewhereStaysReady(t *testing.T) {
 	// Free: whoever leads judges it.
 	s.stream.CloseRequest()
 	s.cancel()
-	waitFor(t, "sessions key gone", 5*time.Second, func() bool { v, _ := sessionKey(t, a, e.NodeID); return v == nil })
+	waitFree(t, e.NodeID, a, b)
 	a.Clock.Advance(director.DefaultOfflineAfter + time.Second)
 	waitFor(t, "the free node written Offline", 5*time.Second, func() bool { return nodeState() == director.StateOffline })
 
@@ -210,7 +224,7 @@ func TestHAHeldElsewhereStaysReady(t *testing.T) {
 		})
 		s.stream.CloseRequest()
 		s.cancel()
-		waitFor(t, "sessions key gone", 5*time.Second, func() bool { v, _ := sessionKey(t, a, e.NodeID); return v == nil })
+		waitFree(t, e.NodeID, a, b)
 		a.Clock.Advance(director.DefaultOfflineAfter + time.Second)
 		waitFor(t, "Offline again", 5*time.Second, func() bool { return nodeState() == director.StateOffline })
 	}
