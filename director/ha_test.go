@@ -502,8 +502,7 @@ func TestHAFreeNodeLastSeen(t *testing.T) {
 	}
 	s.stream.CloseRequest()
 	s.cancel()
-	waitFor(t, "sessions key gone", 5*time.Second, func() bool { v, _ := sessionKey(t, a, e.NodeID); return v == nil })
-	time.Sleep(100 * time.Millisecond)
+	waitFree(t, e.NodeID, a, b)
 	a.Clock.Advance(director.DefaultOfflineAfter - 5*time.Second)
 	time.Sleep(200 * time.Millisecond)
 	if got := leader.Node(t, e.NodeID).GetNode().GetState(); got == director.StateOffline {
