@@ -51,7 +51,7 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 				}
 			}
 			if cpus < 1 {
-				// 0 in a manifest means "the default"; typed on the command line it is a mistake
+				// as spec.cpus: 0 in a manifest (vm.Decode): leave it out for the default
 				return &UsageError{fmt.Errorf("--cpus %d: must be at least 1", cpus)}
 			}
 			mib, err := vm.ParseMemoryMiB(memory)

@@ -7,13 +7,16 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/virtcon/virtcon/internal/fielderr"
 	"github.com/virtcon/virtcon/internal/yamlcheck"
+	"go.yaml.in/yaml/v3"
 )
 
 // ErrInvalid is wrapped by every admission error: bad input, not a failure.
@@ -38,6 +41,9 @@ func invalid(errs ...*FieldError) *ValidationError { return fielderr.New(ErrInva
 
 // Decode reads exactly one manifest, YAML or JSON, rejecting unknown
 // fields and values of the wrong type by their path (spec.disks[0].size).
+// A manifest with such a problem is still checked as Validate would (a
+// copy, defaulted, without the host's limits): the error lists every
+// problem at once, not the first kind found (a vm edit reopens with all).
 func Decode(data []byte) (*VirtualMachine, error) {
 	doc, err := yamlcheck.Document(data, "manifest")
 	if errors.Is(err, yamlcheck.ErrMoreDocuments) {
@@ -45,25 +51,97 @@ func Decode(data []byte) (*VirtualMachine, error) {
 	} else if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
-	if probs := yamlcheck.Check(doc, reflect.TypeFor[VirtualMachine]()); len(probs) > 0 {
-		errs := make([]*FieldError, len(probs))
-		for i, p := range probs {
-			errs[i] = fieldErr(p.Field, p.Value, p.Msg)
-		}
-		return nil, invalid(errs...)
+	var errs []*FieldError
+	for _, p := range yamlcheck.Check(doc, reflect.TypeFor[VirtualMachine]()) {
+		errs = append(errs, fieldErr(p.Field, p.Value, p.Msg))
 	}
+	errs = append(errs, givenZeros(doc)...)
 	var vm VirtualMachine
 	if err := doc.Decode(&vm); err != nil {
-		// Check catches the type errors first; this is a backstop.
-		return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlcheck.Message(err))
+		var te *yaml.TypeError
+		if len(errs) == 0 || !errors.As(err, &te) {
+			// Check catches the type errors first; this is a backstop.
+			return nil, fmt.Errorf("%w: %s", ErrInvalid, yamlcheck.Message(err))
+		}
+		// a type error leaves its field zero and decodes the rest
 	}
 	if vm.APIVersion != APIVersion {
-		return nil, invalid(fieldErr("apiVersion", vm.APIVersion, "want "+APIVersion))
+		errs = append(errs, fieldErr("apiVersion", vm.APIVersion, "want "+APIVersion))
 	}
 	if vm.Kind != Kind {
-		return nil, invalid(fieldErr("kind", vm.Kind, "want "+Kind))
+		errs = append(errs, fieldErr("kind", vm.Kind, "want "+Kind))
+	}
+	if len(errs) > 0 {
+		return nil, invalid(append(errs, moreProblems(&vm, errs)...)...)
 	}
 	return &vm, nil
+}
+
+// givenZeros are the fields written as 0 whose zero Defaults reads as
+// "unset": spec.cpus: 0 would silently become 1 CPU (the --cpus flag
+// refuses 0 too), spec.memoryMiB: 0 512 MiB.
+func givenZeros(doc *yaml.Node) []*FieldError {
+	spec := mapValue(doc, "spec")
+	var errs []*FieldError
+	for _, f := range []struct{ key, msg string }{
+		{"cpus", "must be at least 1 (leave it out for the default, 1)"},
+		{"memoryMiB", "must be at least 16 (leave it out for the default, 512)"},
+	} {
+		if v := mapValue(spec, f.key); v != nil && v.Kind == yaml.ScalarNode && v.Tag == "!!int" {
+			if n, err := strconv.ParseInt(v.Value, 0, 64); err == nil && n == 0 {
+				errs = append(errs, fieldErr("spec."+f.key, 0, f.msg))
+			}
+		}
+	}
+	return errs
+}
+
+// mapValue is the value under key in mapping n (a document's root), nil
+// when n is no mapping or has no such key.
+func mapValue(n *yaml.Node, key string) *yaml.Node {
+	if n != nil && n.Kind == yaml.DocumentNode && len(n.Content) == 1 {
+		n = n.Content[0]
+	}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
+}
+
+// moreProblems are Validate's problems with vm (decoded as far as it
+// goes) besides those on the fields found already: a copy is defaulted
+// and checked without the host's limits; reserved labels are left to the
+// update's check against the stored VM.
+func moreProblems(vm *VirtualMachine, found []*FieldError) []*FieldError {
+	c := *vm
+	c.Metadata.Labels = nil
+	for k, v := range vm.Metadata.Labels {
+		if !strings.HasPrefix(k, ReservedLabelPrefix) {
+			if c.Metadata.Labels == nil {
+				c.Metadata.Labels = map[string]string{}
+			}
+			c.Metadata.Labels[k] = v
+		}
+	}
+	Defaults(&c)
+	var ve *ValidationError
+	if !errors.As(Validate(&c, Limits{}), &ve) {
+		return nil
+	}
+	var out []*FieldError
+	for _, fe := range ve.Errs {
+		if !slices.ContainsFunc(found, func(f *FieldError) bool {
+			return f.Field == fe.Field || strings.HasPrefix(fe.Field, f.Field+".") || strings.HasPrefix(fe.Field, f.Field+"[")
+		}) {
+			out = append(out, fe)
+		}
+	}
+	return out
 }
 
 // Defaults fills unset fields.

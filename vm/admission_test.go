@@ -98,6 +98,15 @@ func TestDecodeInvalid(t *testing.T) {
 		{"wrong kind", "apiVersion: virtcon/v1\nkind: Pod\n", []string{"kind", `"Pod"`, "VirtualMachine"}},
 		{"kind is case-sensitive", "apiVersion: virtcon/v1\nkind: virtualmachine\n", []string{"kind", `"virtualmachine"`}},
 		{"null document", "~\n", []string{"apiVersion"}},
+		// 0 is refused where given: Defaults would read it as unset
+		{"cpus 0", head + "metadata: {name: a}\nspec: {cpus: 0}\n", []string{"spec.cpus: must be at least 1", "(got 0)"}},
+		{"cpus 0 in JSON", `{"apiVersion": "virtcon/v1", "kind": "VirtualMachine", "metadata": {"name": "a"}, "spec": {"cpus": 0}}`, []string{"spec.cpus: must be at least 1"}},
+		{"memoryMiB 0", head + "metadata: {name: a}\nspec: {memoryMiB: 0}\n", []string{"spec.memoryMiB: must be at least 16"}},
+		// every problem, not only the unknown field's (a vm edit shows them all)
+		{"unknown field and bad values", head + "metadata: {name: a}\nspec: {cpu: 2, cpus: -1, memoryMiB: 1, disks: [{name: a, bus: sata}]}\n",
+			[]string{"spec.cpu: unknown field", "spec.cpus: must be at least 1 (got -1)", "spec.memoryMiB: must be at least 16", "spec.disks[0].bus: unknown field"}},
+		{"wrong type and a bad name", head + "metadata: {name: -a}\nspec: {cpus: many}\n", []string{"spec.cpus: must be an integer", "metadata.name: must be 1-63"}},
+		{"wrong kind and a bad value", "apiVersion: virtcon/v1\nkind: Pod\nmetadata: {name: a}\nspec: {cpus: 300}\n", []string{`kind: want VirtualMachine (got "Pod")`, "spec.cpus: must be at most 255"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,6 +122,9 @@ func TestDecodeInvalid(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error: got %q; want it to contain %q", err, w)
 				}
+			}
+			if n := strings.Count(err.Error(), "spec.cpus:"); n > 1 {
+				t.Errorf("error: got %q; want spec.cpus named once", err)
 			}
 		})
 	}
