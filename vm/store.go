@@ -105,7 +105,7 @@ func decodeSpec(b []byte, uid string) (*VirtualMachine, error) {
 	}
 	var vm VirtualMachine
 	if err := yaml.Unmarshal(b, &vm); err != nil {
-		return nil, fmt.Errorf("corrupt: %s", yamlcheck.Message(err))
+		return nil, fmt.Errorf("corrupt: %s", yamlcheck.SyntaxMessage(b, err))
 	}
 	switch {
 	case vm.Metadata.UID != uid:

@@ -2,8 +2,10 @@ package vm
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +92,34 @@ func TestStoreLoadRefuses(t *testing.T) {
 	vms, errs := s.list()
 	if len(vms) != 1 || len(errs) != 1 {
 		t.Errorf("list: got %d VMs, %d errors; want 1 and 1", len(vms), len(errs))
+	}
+}
+
+// A spec corrupted by hand names the line that is bad (yaml.v3 alone
+// names the line before it).
+func TestStoreLoadCorruptNamesLine(t *testing.T) {
+	t.Parallel()
+	s := store{layout: newTestLayout(t)}
+	v := &VirtualMachine{APIVersion: APIVersion, Kind: Kind, Metadata: Metadata{Name: "web", UID: testUID},
+		Spec: Spec{CPUs: 1, MemoryMiB: 128, Disks: []Disk{{Name: "root", Size: "1G"}}}}
+	if err := s.save(v); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(s.specPath(testUID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(string(b), "\n")
+	bad := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "size: 1G") })
+	if bad < 0 {
+		t.Fatalf("no size line in\n%s", b)
+	}
+	lines[bad] = " " + strings.TrimLeft(lines[bad], " ") // indented less than its mapping
+	if err := writeFile(s.specPath(testUID), []byte(strings.Join(lines, ""))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.load(testUID)
+	if want := fmt.Sprintf("corrupt: line %d: ", bad+1); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("load of a spec bad at line %d:\n%s\ngot %v; want %q", bad+1, strings.Join(lines, ""), err, want)
 	}
 }

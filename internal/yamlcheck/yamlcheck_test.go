@@ -138,3 +138,38 @@ func TestDocument(t *testing.T) {
 		t.Errorf("a second document: %v; want ErrMoreDocuments", err)
 	}
 }
+
+// A syntax error names the line that is bad, not the line of its context
+// (yaml.v3 names that, 0-based for a parser's error: one line early).
+func TestSyntaxMessageLine(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, in string
+		want     string
+	}{
+		{"a sequence entry in a mapping", "a: 1\nb: 2\n- c\n", "line 3: did not find expected key"},
+		{"a key indented less", "a: 1\nb:\n  x: 1\n y: 2\n", "line 4: did not find expected key"},
+		{"a tab", "a: 1\nb: 2\n\tc: 1\n", "line 3: found a tab character that violates indentation"},
+		{"a key without a colon", "a: 1\nb: 2\nc\n", "line 3: could not find expected ':'"},
+		{"a second colon", "a: 1\nb: 2\nc: d: e\n", "line 3: mapping values are not allowed in this context"},
+		{"an unclosed flow mapping", "a: 1\nb: 2\nc: {x\n", "line 3: did not find expected ',' or '}'"},
+		{"in a stored spec, line 9", "# header\napiVersion: virtcon/v1\nkind: VirtualMachine\nmetadata:\n  name: a\nspec:\n  cpus: 1\n  disks:\n  - name: a\n   size: 1G\n", "line 10: did not find expected key"},
+		{"no line", "a: *x\n", "unknown anchor 'x' referenced"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var n yaml.Node
+			err := yaml.Unmarshal([]byte(tt.in), &n)
+			if err == nil {
+				t.Fatalf("yaml.Unmarshal(%q): got nil; want an error", tt.in)
+			}
+			if got := SyntaxMessage([]byte(tt.in), err); got != tt.want {
+				t.Errorf("SyntaxMessage(%q, %v): got %q; want %q", tt.in, err, got, tt.want)
+			}
+			if _, err := Document([]byte(tt.in), "file"); err == nil || err.Error() != tt.want {
+				t.Errorf("Document(%q): got %v; want %q", tt.in, err, tt.want)
+			}
+		})
+	}
+}
