@@ -495,7 +495,15 @@ func (m *Manager) ImportImage(ctx context.Context, file, name string) (*Image, e
 		return nil, err
 	}
 	defer src.Close()
-	if _, err := m.inspectImage(ctx, file, src); err != nil {
+	info, err := m.inspectImage(ctx, file, src)
+	if err != nil {
+		return nil, err
+	}
+	st, err := src.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("image import %s: %w", file, err)
+	}
+	if err := rawWhole(file, info, st.Size()); err != nil {
 		return nil, err
 	}
 	return m.addImage(ctx, name, "file://"+abs, "", func(w *imageWriter) error {
@@ -504,6 +512,19 @@ func (m *Manager) ImportImage(ctx context.Context, file, name string) (*Image, e
 		}
 		return nil
 	})
+}
+
+// rawWhole refuses a raw image whose size is not whole 512-byte sectors:
+// a disk is read by sectors, so its tail would be lost to the guest, and
+// such a file is most likely no disk image at all (a kernel, an archive).
+// size is the file's: qemu-img rounds a raw file's virtual size up.
+func rawWhole(file string, info imgInfo, size int64) error {
+	if info.Format != "raw" || size%512 == 0 {
+		return nil
+	}
+	return &ImageError{[]*FieldError{fieldErr("file", file, fmt.Sprintf(
+		"a raw image's size must be a multiple of 512 bytes (its size is %d bytes, %d over); is it a disk image?",
+		size, size%512))}}
 }
 
 // addImage writes an image through fill into a partial file, verifies it
@@ -572,6 +593,9 @@ func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, fi
 	}
 	// what is stored is checked, not only what the source looked like
 	info, err := m.inspectImage(ctx, partial, nil)
+	if err == nil {
+		err = rawWhole(redactURL(source), info, n) // a pull's URL may carry credentials
+	}
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", name, err)
 	}

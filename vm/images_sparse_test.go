@@ -138,7 +138,7 @@ func TestImportSparse(t *testing.T) {
 	m.opts.QEMUImg = qemuImg
 	dir := t.TempDir()
 
-	const size = 64<<20 + 3 // not a whole number of blocks: the tail is a hole
+	const size = 64<<20 + 3*512 // whole sectors (a raw image is), not a whole number of 4 KiB blocks
 	raw := filepath.Join(dir, "sparse.raw")
 	sparseRaw(t, raw, size, map[int64]string{0: "boot", 1<<20 + 100: "unaligned data", 40<<20 - 2: "across a block boundary", size - 1: "z"})
 	qcow := filepath.Join(dir, "prealloc.qcow2")

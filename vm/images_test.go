@@ -219,6 +219,33 @@ func TestImportImage(t *testing.T) {
 	if _, err := m.image("overlay"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("refused image: got %v; want ErrNotFound", err)
 	}
+	// raw: whole 512-byte sectors only (qemu-img reads anything as raw)
+	for _, tt := range []struct {
+		size int64
+		want string // "" imported
+	}{
+		{1 << 20, ""},
+		{1<<20 + 1, `file: a raw image's size must be a multiple of 512 bytes (its size is 1048577 bytes, 1 over)`},
+		{511, `its size is 511 bytes, 511 over`},
+	} {
+		raw := filepath.Join(dir, fmt.Sprintf("raw-%d.img", tt.size))
+		if err := os.WriteFile(raw, make([]byte, tt.size), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		img, err := m.ImportImage(ctx, raw, "")
+		if tt.want == "" {
+			if err != nil || img.Format != "raw" {
+				t.Errorf("ImportImage of a raw file of %d bytes: got %+v, %v; want imported", tt.size, img, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrInvalidImage) || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), raw) {
+			t.Errorf("ImportImage of a raw file of %d bytes: got %v; want ErrInvalidImage naming %s and %q", tt.size, err, raw, tt.want)
+		}
+		if _, err := m.image(fmt.Sprintf("raw-%d", tt.size)); !errors.Is(err, ErrNotFound) {
+			t.Errorf("refused image: got %v; want ErrNotFound", err)
+		}
+	}
 }
 
 // TestPullImageErrorsHideCredentials: a pull's URL may carry credentials
