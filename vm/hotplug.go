@@ -176,12 +176,17 @@ func (m *Manager) AddDisk(ctx context.Context, ref string, o DiskAddOptions) (*H
 		}
 		r.Add(func() error { return os.Remove(path) })
 	} else if d.Size == "" && d.Image == "" {
-		// a kept file attached again: the spec needs its size
-		size, err := m.diskFileSize(ctx, path, false)
+		// a kept file attached again: the spec needs its size, and QEMU
+		// opens every disk as qcow2 (a file put there by hand may be raw)
+		info, err := m.diskFileInfo(ctx, path, false)
 		if err != nil {
 			return nil, fmt.Errorf("vm %q: disk add: %w", name, err)
 		}
-		d.Size = strconv.FormatInt(size, 10)
+		if info.Format != "qcow2" {
+			return nil, invalid(fieldErr(fmt.Sprintf("spec.disks[%d].name", len(vm.Spec.Disks)), d.Name,
+				fmt.Sprintf("the file %s is %s, not qcow2: a VM's disks are qcow2 (qemu-img convert -O qcow2 it, or give another name)", path, info.Format)))
+		}
+		d.Size = strconv.FormatInt(info.VirtualSize, 10)
 	}
 	if s != nil {
 		if err := m.recordHotplug(uid, pid, "disk "+d.Name+" added"); err != nil {
@@ -404,9 +409,17 @@ func sizeSpec(n int64) string {
 // diskFileSize is a disk file's virtual size (qemu-img info; shared:
 // -U, for a file a running QEMU holds).
 func (m *Manager) diskFileSize(ctx context.Context, path string, shared bool) (int64, error) {
+	info, err := m.diskFileInfo(ctx, path, shared)
+	return info.VirtualSize, err
+}
+
+// diskFileInfo is qemu-img info of a disk file (shared: -U). Its format
+// is probed: a raw file is not read as qcow2 or the other way round.
+func (m *Manager) diskFileInfo(ctx context.Context, path string, shared bool) (imgInfo, error) {
+	var info imgInfo
 	img, err := m.qemuImg()
 	if err != nil {
-		return 0, err
+		return info, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
@@ -418,13 +431,12 @@ func (m *Manager) diskFileSize(ctx context.Context, path string, shared bool) (i
 	cmd := exec.CommandContext(ctx, img, append(args, path)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {
-		return 0, fmt.Errorf("qemu-img info %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
+		return info, fmt.Errorf("qemu-img info %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
 	}
-	var info imgInfo
 	if err := json.Unmarshal(stdout.Bytes(), &info); err != nil {
-		return 0, fmt.Errorf("qemu-img info %s: %w", path, err)
+		return info, fmt.Errorf("qemu-img info %s: %w", path, err)
 	}
-	return info.VirtualSize, nil
+	return info, nil
 }
 
 // validateNICAdd checks a NIC to add and returns it with its MAC (given,

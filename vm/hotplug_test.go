@@ -412,6 +412,19 @@ func TestDetachDiskStoppedKeepsFile(t *testing.T) {
 	if _, err := m.AddDisk(ctx, "web", DiskAddOptions{Name: "data", Size: "1G"}); err == nil || !strings.Contains(err.Error(), "kept from an earlier detach") {
 		t.Fatalf("add over a kept file: got %v; want refused", err)
 	}
+	// a file by that name that is not qcow2 (put there by hand) is
+	// refused at add: QEMU would fail to open it at the next start
+	raw := m.diskPath(v.Metadata.UID, "scratch")
+	if err := os.WriteFile(raw, make([]byte, 1<<20), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.AddDisk(ctx, "web", DiskAddOptions{Name: "scratch"}); !errors.Is(err, ErrInvalid) ||
+		!strings.Contains(err.Error(), `spec.disks[1].name: the file `+raw+` is raw, not qcow2`) {
+		t.Fatalf("attach a raw file: got %v; want ErrInvalid naming the file and its format", err)
+	}
+	if got, _ := m.store.load(v.Metadata.UID); len(got.Spec.Disks) != 1 {
+		t.Fatalf("spec.disks after a refused add: %+v; want root only", got.Spec.Disks)
+	}
 	if _, err := m.AddDisk(ctx, "web", DiskAddOptions{Name: "data"}); err != nil {
 		t.Fatalf("attach the kept file again: %v", err)
 	}
