@@ -49,7 +49,11 @@ func wordSnapshotError(err error) error {
 	case errors.As(err, &has):
 		return fmt.Errorf("%w; virt vm delete %s --with-snapshots deletes them with it (virt vm snapshot list %s)", err, has.VM, has.VM)
 	case errors.As(err, &exists):
-		return fmt.Errorf("%w (virt vm snapshot delete %s %s first, or choose another name)", err, exists.VM, exists.Name)
+		taken := exists.Existing
+		if taken == "" {
+			taken = exists.Name
+		}
+		return fmt.Errorf("%w (virt vm snapshot delete %s %s first, or choose another name)", err, exists.VM, taken)
 	case errors.As(err, &missing):
 		return fmt.Errorf("%w (virt vm snapshot list %s)", err, missing.VM)
 	case errors.As(err, &layout):

@@ -85,7 +85,7 @@ var snapshotNameRE = regexp.MustCompile(`^[A-Za-z]([A-Za-z0-9._-]{0,61}[A-Za-z0-
 // digit.
 func ValidateSnapshotName(name string) *FieldError {
 	if !snapshotNameRE.MatchString(name) {
-		return fieldErr("snapshot", name, "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter and ending with a letter or digit")
+		return fieldErr("snapshot", shownValue(name), "must be 1-63 letters, digits, '.', '_' or '-', starting with a letter and ending with a letter or digit")
 	}
 	return nil
 }
@@ -338,13 +338,15 @@ func (s *snapshotSession) close() {
 	}
 }
 
-func (s *snapshotSession) find(name string) (Snapshot, bool) {
+// nameTaken is the name of the snapshot that name would clash with:
+// names are unique regardless of case.
+func (s *snapshotSession) nameTaken(name string) (string, bool) {
 	for _, sn := range s.snaps {
-		if sn.Name == name {
-			return sn, true
+		if strings.EqualFold(sn.Name, name) {
+			return sn.Name, true
 		}
 	}
-	return Snapshot{}, false
+	return "", false
 }
 
 // openSnapshots reads the VM's snapshots under its lock (held by the
@@ -395,7 +397,7 @@ func (m *Manager) ListSnapshots(ctx context.Context, ref string) ([]Snapshot, er
 // and a paused guest runs again as it did.
 func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o SnapshotOptions) (*Snapshot, error) {
 	if fe := ValidateSnapshotName(name); fe != nil {
-		return nil, invalid(fe)
+		return nil, invalidSnapshotName(fe)
 	}
 	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
@@ -412,8 +414,8 @@ func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o Snapsh
 		return nil, fail(err)
 	}
 	defer s.close()
-	if _, ok := s.find(name); ok {
-		return nil, &SnapshotExistsError{VM: vmName, Name: name}
+	if taken, ok := s.nameTaken(name); ok {
+		return nil, &SnapshotExistsError{VM: vmName, Name: name, Existing: taken}
 	}
 	if o.Memory && s.mon == nil {
 		return nil, fail(fmt.Errorf("a memory snapshot needs the VM running: %w", ErrNotRunning))
@@ -688,7 +690,7 @@ func vmstateNode(s *snapshotSession, tag string) string {
 // snapshot is started, and resumes where the snapshot was taken.
 func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o RestoreOptions) error {
 	if fe := ValidateSnapshotName(name); fe != nil {
-		return invalid(fe)
+		return invalidSnapshotName(fe)
 	}
 	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
@@ -702,10 +704,11 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 		return fail(err)
 	}
 	defer func() { s.close() }()
-	snap, ok := s.find(name)
-	if !ok {
-		return &SnapshotNotFoundError{VM: vmName, Name: name}
+	snap, err := lookupSnapshot(s.snaps, vmName, name)
+	if err != nil {
+		return err
 	}
+	name = snap.Name // as the disks spell it
 	if err := checkLayout(s, snap); err != nil {
 		return err
 	}
@@ -833,7 +836,7 @@ func (m *Manager) powerOffLocked(ctx context.Context, vm *VirtualMachine, pid in
 // from the record.
 func (m *Manager) DeleteSnapshot(ctx context.Context, ref, name string) error {
 	if fe := ValidateSnapshotName(name); fe != nil {
-		return invalid(fe)
+		return invalidSnapshotName(fe)
 	}
 	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
@@ -847,9 +850,11 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref, name string) error {
 		return fail(err)
 	}
 	defer s.close()
-	if _, ok := s.find(name); !ok {
-		return &SnapshotNotFoundError{VM: vmName, Name: name}
+	snap, err := lookupSnapshot(s.snaps, vmName, name)
+	if err != nil {
+		return err
 	}
+	name = snap.Name // as the disks spell it
 	img := ""
 	if s.mon == nil {
 		if img, err = m.qemuImg(); err != nil {

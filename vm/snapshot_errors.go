@@ -29,10 +29,14 @@ func (e *SnapshotNotFoundError) Error() string {
 // Is makes errors.Is(err, ErrNotFound) true.
 func (e *SnapshotNotFoundError) Is(target error) bool { return target == ErrNotFound }
 
-// SnapshotExistsError is a snapshot name the VM already has.
-type SnapshotExistsError struct{ VM, Name string }
+// SnapshotExistsError is a snapshot name the VM already has, regardless
+// of case: Existing is the name as the VM has it.
+type SnapshotExistsError struct{ VM, Name, Existing string }
 
 func (e *SnapshotExistsError) Error() string {
+	if e.Existing != "" && e.Existing != e.Name {
+		return fmt.Sprintf("vm %q: snapshot %q: %v as %q (snapshot names are unique regardless of case)", e.VM, e.Name, ErrExists, e.Existing)
+	}
 	return fmt.Sprintf("vm %q: snapshot %q: %v", e.VM, e.Name, ErrExists)
 }
 
