@@ -49,6 +49,9 @@ func ExitCode(err error) int {
 		// refused until the user says so (--with-snapshots, --force)
 		errors.Is(err, vm.ErrHasSnapshots), errors.Is(err, vm.ErrRestoreRunning):
 		return ExitUsage
+	case errors.Is(err, vm.ErrSnapshotUnrecorded), errors.Is(err, vm.ErrSnapshotLayout):
+		// refused, and no flag overrides it: the operation cannot be done
+		return ExitError
 	case errors.Is(err, ErrCheckFailed):
 		return ExitCheckFailed
 	case errors.Is(err, agent.ErrRevoked), errors.Is(err, agent.ErrExpired):

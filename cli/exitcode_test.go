@@ -32,3 +32,16 @@ func TestExitCodeInvalid(t *testing.T) {
 		}
 	}
 }
+
+// A snapshot refused for what it is (unrecorded, another disk layout) is
+// exit 1, like any operation that cannot be done: no flag makes it work.
+func TestExitCodeSnapshotRefusals(t *testing.T) {
+	for _, err := range []error{
+		&vm.SnapshotUnrecordedError{VM: "web", Name: "lost", State: vm.SnapshotUnrecorded},
+		&vm.SnapshotLayoutError{VM: "web", Name: "old"},
+	} {
+		if got := ExitCode(fmt.Errorf("wrapped: %w", err)); got != ExitError {
+			t.Errorf("ExitCode(%v) = %d; want %d", err, got, ExitError)
+		}
+	}
+}

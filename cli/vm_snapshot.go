@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,6 +41,7 @@ func wordSnapshotError(err error) error {
 		exists  *vm.SnapshotExistsError
 		missing *vm.SnapshotNotFoundError
 		layout  *vm.SnapshotLayoutError
+		unrec   *vm.SnapshotUnrecordedError
 	)
 	switch {
 	case errors.As(err, &running) && running.Memory:
@@ -56,6 +58,8 @@ func wordSnapshotError(err error) error {
 		return fmt.Errorf("%w (virt vm snapshot delete %s %s first, or choose another name)", err, exists.VM, taken)
 	case errors.As(err, &missing):
 		return fmt.Errorf("%w (virt vm snapshot list %s)", err, missing.VM)
+	case errors.As(err, &unrec):
+		return fmt.Errorf("%w; virt vm snapshot delete %s %s removes it from every disk that holds it (take a new snapshot to have one to restore)", err, unrec.VM, unrec.Name)
 	case errors.As(err, &layout):
 		return fmt.Errorf("%w: restore only snapshots taken of the disks the VM has now", err)
 	}
@@ -78,13 +82,18 @@ virt vm delete refuses a VM with snapshots unless --with-snapshots.`,
 	return cmd
 }
 
-// snapshotRow is one snapshot as -o json/yaml prints it.
+// snapshotRow is one snapshot as -o json/yaml prints it (docs/vms.md).
 type snapshotRow struct {
 	Name      string    `json:"name" yaml:"name"`
 	CreatedAt time.Time `json:"createdAt" yaml:"createdAt"`
-	SizeBytes int64     `json:"sizeBytes" yaml:"sizeBytes"`
-	Memory    bool      `json:"memory" yaml:"memory"`
-	Disks     []string  `json:"disks" yaml:"disks"`
+	// VMStateBytes is the memory and device state it holds (0: disk-only);
+	// SizeBytes is the same figure under its old name
+	VMStateBytes int64            `json:"vmStateBytes" yaml:"vmStateBytes"`
+	SizeBytes    int64            `json:"sizeBytes" yaml:"sizeBytes"`
+	Memory       bool             `json:"memory" yaml:"memory"`
+	Disks        []string         `json:"disks" yaml:"disks"`
+	State        vm.SnapshotState `json:"state" yaml:"state"`
+	Why          string           `json:"why,omitempty" yaml:"why,omitempty"`
 }
 
 func rowOf(s vm.Snapshot) snapshotRow {
@@ -92,7 +101,25 @@ func rowOf(s vm.Snapshot) snapshotRow {
 	if disks == nil {
 		disks = []string{}
 	}
-	return snapshotRow{Name: s.Name, CreatedAt: s.CreatedAt, SizeBytes: s.SizeBytes, Memory: s.Memory, Disks: disks}
+	return snapshotRow{Name: s.Name, CreatedAt: s.CreatedAt, VMStateBytes: s.VMStateBytes, SizeBytes: s.VMStateBytes,
+		Memory: s.Memory, Disks: disks, State: s.State, Why: s.Why}
+}
+
+// stateCell is a snapshot's STATE as the table shows it: the ones that
+// cannot be restored in capitals.
+func stateCell(st vm.SnapshotState) string {
+	if st == vm.SnapshotRecorded || st == "" {
+		return "recorded"
+	}
+	return strings.ToUpper(string(st))
+}
+
+// vmStateCell is the memory state's size, "-" for a disk-only snapshot.
+func vmStateCell(n int64) string {
+	if n <= 0 {
+		return "-"
+	}
+	return humanBytes(n)
 }
 
 func newVMSnapshotCreateCmd(env *Env) *cobra.Command {
@@ -114,9 +141,9 @@ func newVMSnapshotCreateCmd(env *Env) *cobra.Command {
 			return render(env.IO.Out, env.Output, rowOf(*s), func(w io.Writer) error {
 				what := "disks"
 				if s.Memory {
-					what = "disks, RAM and devices"
+					what = "disks, RAM and devices; " + humanBytes(s.VMStateBytes) + " of memory state"
 				}
-				fmt.Fprintf(w, "%s: snapshot %s taken (%s; %s) in %s\n", args[0], s.Name, what, humanBytes(s.SizeBytes), took.Round(time.Millisecond))
+				fmt.Fprintf(w, "%s: snapshot %s taken (%s) in %s\n", args[0], s.Name, what, took.Round(time.Millisecond))
 				return nil
 			})
 		},
@@ -127,9 +154,17 @@ func newVMSnapshotCreateCmd(env *Env) *cobra.Command {
 
 func newVMSnapshotListCmd(env *Env) *cobra.Command {
 	return &cobra.Command{
-		Use:               "list VM",
-		Aliases:           []string{"ls"},
-		Short:             "List a VM's snapshots, read from its disks: name, date, size, memory",
+		Use:     "list VM",
+		Aliases: []string{"ls"},
+		Short:   "List a VM's snapshots, read from its disks: name, date, memory state, disks, state",
+		Long: `List a VM's snapshots, read from its disks. VMSTATE is the memory and
+device state a snapshot holds (- for a disk-only one). A snapshot's disk data
+has no size of its own: qcow2 internal snapshots share clusters with the live
+disk and each other, and what deleting one frees depends on what was written
+since. STATE is recorded for a snapshot virt finished making; UNRECORDED (on
+the disks but not in snapshots.json: a snapshot command that did not finish,
+or one made outside virt) and PARTIAL (on only some disks) are listed with
+why, are never restored, and are removed by virt vm snapshot delete.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -142,13 +177,23 @@ func newVMSnapshotListCmd(env *Env) *cobra.Command {
 				rows = append(rows, rowOf(s))
 			}
 			return render(env.IO.Out, env.Output, rows, func(w io.Writer) error {
-				fmt.Fprintln(w, "NAME\tDATE\tSIZE\tMEMORY\tDISKS")
+				fmt.Fprintln(w, "NAME\tDATE\tVMSTATE\tMEMORY\tDISKS\tSTATE")
+				var notes []string
 				for _, r := range rows {
 					disks := "-"
 					if len(r.Disks) > 0 {
 						disks = fmt.Sprint(len(r.Disks))
 					}
-					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", r.Name, r.CreatedAt.Local().Format(time.DateTime), humanBytes(r.SizeBytes), yesNo(r.Memory), disks)
+					fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Name, r.CreatedAt.Local().Format(time.DateTime), vmStateCell(r.VMStateBytes), yesNo(r.Memory), disks, stateCell(r.State))
+					if r.Why != "" {
+						notes = append(notes, fmt.Sprintf("%s %s: %s; not restored (virt vm snapshot delete %s %s removes it)", stateCell(r.State), r.Name, r.Why, args[0], r.Name))
+					}
+				}
+				if len(notes) > 0 {
+					fmt.Fprintln(w)
+					for _, n := range notes {
+						fmt.Fprintln(w, n)
+					}
 				}
 				return nil
 			})

@@ -92,7 +92,7 @@ func TestVMSnapshot(t *testing.T) {
 		call     string // the snapshot call, "" for none
 	}{
 		{name: "create", args: []string{"vm", "snapshot", "create", "web", "s1"},
-			out: "web: snapshot s1 taken (disks; 3 MiB)", call: "CreateSnapshot(web, s1, memory=false)"},
+			out: "web: snapshot s1 taken (disks) in", call: "CreateSnapshot(web, s1, memory=false)"},
 		{name: "create memory json", args: []string{"vm", "snapshot", "create", "web", "s1", "--memory", "-o", "json"},
 			out: `"memory": true`, call: "CreateSnapshot(web, s1, memory=true)"},
 		{name: "create taken", args: []string{"vm", "snapshot", "create", "web", "s1"}, code: 1,
@@ -118,6 +118,15 @@ func TestVMSnapshot(t *testing.T) {
 		{name: "restore other layout", args: []string{"vm", "snapshot", "restore", "web", "old"}, code: 1,
 			errs: map[string]error{"RestoreSnapshot": &vm.SnapshotLayoutError{VM: "web", Name: "old", Then: []string{"root"}, Now: []string{"root", "data"}, Missing: []string{"data"}}},
 			err:  "taken of disks [root], the VM has [root, data]", call: "RestoreSnapshot(web, old, force=false)"},
+		{name: "restore unrecorded", args: []string{"vm", "snapshot", "restore", "web", "lost"}, code: 1,
+			errs: map[string]error{"RestoreSnapshot": &vm.SnapshotUnrecordedError{VM: "web", Name: "lost", State: vm.SnapshotUnrecorded, Why: "not in snapshots.json", Memory: true}},
+			err:  "virt vm snapshot delete web lost removes it", call: "RestoreSnapshot(web, lost, force=false)"},
+		{name: "create taken in another case", args: []string{"vm", "snapshot", "create", "web", "S1"}, code: 1,
+			errs: map[string]error{"CreateSnapshot": &vm.SnapshotExistsError{VM: "web", Name: "S1", Existing: "s1"}},
+			err:  `already exists as "s1" (snapshot names are unique regardless of case) (virt vm snapshot delete web s1 first`, call: "CreateSnapshot(web, S1, memory=false)"},
+		{name: "bad name", args: []string{"vm", "snapshot", "create", "web", "9x"}, code: 2,
+			errs: map[string]error{"CreateSnapshot": fmt.Errorf("%w: snapshot: must be a name", vm.ErrInvalidSnapshotName)},
+			err:  "invalid snapshot name", call: "CreateSnapshot(web, 9x, memory=false)"},
 		{name: "delete", args: []string{"vm", "snapshot", "delete", "web", "live"},
 			err: "web: snapshot live deleted", call: "DeleteSnapshot(web, live)"},
 		{name: "delete missing", args: []string{"vm", "snapshot", "rm", "web", "x"}, code: 1,
@@ -152,21 +161,23 @@ func TestVMSnapshot(t *testing.T) {
 	}
 }
 
-// The table says what each snapshot is: its name, date, size, whether it
-// holds memory; json carries every field.
+// The table says what each snapshot is: its name, date, memory state
+// (its own: - for a disk-only one), whether it holds memory, its disks and
+// whether it is recorded, with why below when not; json and yaml carry
+// every field.
 func TestVMSnapshotListOutput(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	f := snapFake{fakeVMs: newFakeVMs(), snaps: []vm.Snapshot{
-		{Name: "before-upgrade", CreatedAt: at, SizeBytes: 5 << 20, Disks: []string{"root"}},
-		{Name: "live", CreatedAt: at.Add(time.Hour), SizeBytes: 300 << 20, Memory: true, Disks: []string{"root"}},
+		{Name: "before-upgrade", CreatedAt: at, Disks: []string{"root"}, State: vm.SnapshotRecorded},
+		{Name: "live", CreatedAt: at.Add(time.Hour), VMStateBytes: 300 << 20, SizeBytes: 300 << 20, Memory: true, Disks: []string{"root"}, State: vm.SnapshotRecorded},
 	}}
 	out, _, code := runSnapFake(t, f, "vm", "snapshot", "list", "web")
 	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "MEMORY") {
-		t.Fatalf("list: exit %d, %q; want a header and two rows", code, out)
+	if code != 0 || len(lines) != 3 || !strings.HasPrefix(lines[0], "NAME") || !strings.Contains(lines[0], "VMSTATE") || !strings.Contains(lines[0], "STATE") || strings.Contains(lines[0], "SIZE") {
+		t.Fatalf("list: exit %d, %q; want a header (VMSTATE, STATE; no SIZE) and two rows", code, out)
 	}
-	for i, want := range [][]string{{"before-upgrade", "5 MiB", "no"}, {"live", "300 MiB", "yes"}} {
+	for i, want := range [][]string{{"before-upgrade", " - ", "no"}, {"live", "300 MiB", "yes"}} {
 		row := strings.Fields(lines[i+1])
 		if row[0] != want[0] || !strings.Contains(lines[i+1], want[1]) || !strings.Contains(" "+strings.Join(row, " ")+" ", " "+want[2]+" ") {
 			t.Errorf("row %d = %q; want %v", i, lines[i+1], want)
@@ -179,6 +190,28 @@ func TestVMSnapshotListOutput(t *testing.T) {
 	}
 	if rows[1]["name"] != "live" || rows[1]["memory"] != true || rows[1]["sizeBytes"] != float64(300<<20) || rows[1]["createdAt"] != "2026-12-01T13:00:00Z" {
 		t.Errorf("list -o json row = %v", rows[1])
+	}
+	if rows[1]["vmStateBytes"] != float64(300<<20) || rows[1]["state"] != "recorded" || rows[0]["vmStateBytes"] != float64(0) || rows[0]["sizeBytes"] != float64(0) {
+		t.Errorf("list -o json rows = %v; want vmStateBytes 0 and 300 MiB, state recorded", rows)
+	}
+	// unrecorded and partial: the state in the row, why below the table
+	// and in json and yaml
+	f.snaps = append(f.snaps,
+		vm.Snapshot{Name: "lost", CreatedAt: at.Add(2 * time.Hour), VMStateBytes: 185 << 20, Memory: true, Disks: []string{"root"}, State: vm.SnapshotUnrecorded, Why: "not in snapshots.json: made by a snapshot command that did not finish"},
+		vm.Snapshot{Name: "half", CreatedAt: at.Add(3 * time.Hour), Disks: []string{"root"}, State: vm.SnapshotPartial, Why: "only on disk root, not on data"})
+	out, _, _ = runSnapFake(t, f, "vm", "snapshot", "list", "web")
+	for _, want := range []string{"UNRECORDED\n", "PARTIAL\n", "UNRECORDED lost: not in snapshots.json", "PARTIAL half: only on disk root, not on data; not restored (virt vm snapshot delete web half removes it)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("list with an unrecorded and a partial snapshot:\n%s\nwant %q", out, want)
+		}
+	}
+	out, _, _ = runSnapFake(t, f, "vm", "snapshot", "list", "web", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &rows); err != nil || len(rows) != 4 || rows[2]["state"] != "unrecorded" || !strings.Contains(fmt.Sprint(rows[2]["why"]), "did not finish") || rows[3]["state"] != "partial" {
+		t.Errorf("list -o json with an unrecorded and a partial snapshot: %v: %s", err, out)
+	}
+	out, _, _ = runSnapFake(t, f, "vm", "snapshot", "list", "web", "-o", "yaml")
+	if !strings.Contains(out, "state: unrecorded") || !strings.Contains(out, "why: 'not in snapshots.json") && !strings.Contains(out, "why: not in snapshots.json") {
+		t.Errorf("list -o yaml: %s; want state and why", out)
 	}
 	// none: an empty list, not null
 	f.snaps = nil

@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -24,7 +23,9 @@ import (
 // VM: the qcow2 files are the truth (what List reads), and a small record
 // in the VM's state directory (snapshots.json) says what the files cannot:
 // which disks a snapshot was taken of (a disk added since has no tag, one
-// removed since is gone) and how much disk data it held when taken.
+// removed since is gone), its devices and machine (a memory snapshot),
+// and that virt finished making it: a tag without a record is listed as
+// unrecorded and never restored.
 //
 // While the VM runs they are made through QMP: disk-only in one
 // transaction of blockdev-snapshot-internal-sync with the guest paused
@@ -43,13 +44,26 @@ type SnapshotOptions struct {
 type Snapshot struct {
 	Name      string    `json:"name" yaml:"name"`
 	CreatedAt time.Time `json:"createdAt" yaml:"createdAt"`
-	// SizeBytes is the RAM and device state saved (memory snapshots) plus
-	// the disk data allocated when it was taken (what the snapshot holds
-	// at most; shared with the live disk until the guest overwrites it).
+	// VMStateBytes is the RAM and device state the snapshot holds (0 for
+	// a disk-only one): its own, as the qcow2 snapshot table records it.
+	// Its disk data has no size of its own: a qcow2 internal snapshot
+	// shares clusters with the live disk and the other snapshots until
+	// one of them is written, so what deleting it frees depends on what
+	// was written since, which no table records.
+	VMStateBytes int64 `json:"vmStateBytes" yaml:"vmStateBytes"`
+	// SizeBytes is VMStateBytes, kept for readers of the old field (it
+	// used to add the disks' allocation when taken, which counted the
+	// memory state of the snapshots before it).
 	SizeBytes int64 `json:"sizeBytes" yaml:"sizeBytes"`
 	Memory    bool  `json:"memory" yaml:"memory"`
-	// Disks are the disks (spec.disks[].name) the snapshot was taken of.
+	// Disks are the disks (spec.disks[].name) the snapshot was taken of
+	// (recorded), or that hold it (unrecorded, partial).
 	Disks []string `json:"disks" yaml:"disks"`
+	// State is whether the snapshot can be trusted for a restore:
+	// recorded in snapshots.json and on the disks it was taken of, or not
+	// (unrecorded, partial), and then Why says what is known of it.
+	State SnapshotState `json:"state" yaml:"state"`
+	Why   string        `json:"why,omitempty" yaml:"why,omitempty"`
 }
 
 // RestoreOptions tune RestoreSnapshot.
@@ -95,7 +109,9 @@ type snapshotRecord struct {
 	CreatedAt time.Time `json:"createdAt"`
 	Memory    bool      `json:"memory"`
 	Disks     []string  `json:"disks"`
-	DiskBytes int64     `json:"diskBytes"`
+	// DiskBytes was the disks' allocation when taken (records before
+	// VMStateBytes): read, not shown; it counted other snapshots' memory
+	DiskBytes int64 `json:"diskBytes,omitempty"`
 	// a memory snapshot's device state is that of the QEMU it was taken
 	// in: QEMUPID and Hotplugged are that QEMU's and its hot-plug
 	// changes, when it had any (none: the devices of its command line)
@@ -289,39 +305,6 @@ func qemuImgOut(ctx context.Context, bin string, args ...string) ([]byte, error)
 	return out, nil
 }
 
-// assembleSnapshots joins the disks' tables with the record: every tag on
-// any disk is a snapshot; the record adds the disks it was taken of.
-func assembleSnapshots(disks []diskState, meta snapshotMeta) []Snapshot {
-	byName := map[string]*Snapshot{}
-	var order []string
-	for _, d := range disks {
-		for _, s := range d.snaps {
-			snap, ok := byName[s.Name]
-			if !ok {
-				snap = &Snapshot{Name: s.Name, CreatedAt: time.Unix(s.DateSec, s.DateNsec).UTC()}
-				byName[s.Name] = snap
-				order = append(order, s.Name)
-			}
-			snap.Disks = append(snap.Disks, d.disk)
-			if s.VMStateSize > 0 {
-				snap.Memory = true
-				snap.SizeBytes += s.VMStateSize
-			}
-		}
-	}
-	out := make([]Snapshot, 0, len(order))
-	for _, n := range order {
-		s := byName[n]
-		if rec, ok := meta.Snapshots[n]; ok {
-			s.Disks = slices.Clone(rec.Disks)
-			s.SizeBytes += rec.DiskBytes
-		}
-		out = append(out, *s)
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
-	return out
-}
-
 // snapshotSession is what one snapshot operation reads under the lock.
 type snapshotSession struct {
 	vm    *VirtualMachine
@@ -449,10 +432,8 @@ func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o Snapsh
 		return nil, fail(err)
 	}
 	took := time.Since(start)
-	var diskBytes int64
 	names := make([]string, 0, len(s.disks))
 	for _, d := range s.disks {
-		diskBytes += d.actual
 		names = append(names, d.disk)
 	}
 	// read back what the disks now say: the truth List will show
@@ -460,7 +441,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o Snapsh
 	if err != nil {
 		return nil, fail(err)
 	}
-	rec := snapshotRecord{CreatedAt: time.Now().UTC(), Memory: o.Memory, Disks: names, DiskBytes: diskBytes}
+	rec := snapshotRecord{CreatedAt: time.Now().UTC(), Memory: o.Memory, Disks: names}
 	if o.Memory {
 		rec.QEMUPID, rec.Hotplugged = s.pid, hotplugChanges
 		if argv := m.argv(s.pid); len(argv) > 0 {
@@ -709,6 +690,9 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 		return err
 	}
 	name = snap.Name // as the disks spell it
+	if err := checkRecorded(vmName, snap); err != nil {
+		return err
+	}
 	if err := checkLayout(s, snap); err != nil {
 		return err
 	}

@@ -91,3 +91,24 @@ func (e *SnapshotLayoutError) Error() string {
 
 // Is makes errors.Is(err, ErrSnapshotLayout) true.
 func (e *SnapshotLayoutError) Is(target error) bool { return target == ErrSnapshotLayout }
+
+// ErrSnapshotUnrecorded is a restore refused because the snapshot is not
+// one virt recorded whole: its disk layout, devices and machine cannot be
+// checked, and a restore into others loses the guest on reverted disks.
+var ErrSnapshotUnrecorded = errors.New("snapshot is not recorded whole: it cannot be restored safely")
+
+// SnapshotUnrecordedError is a restore of an unrecorded or partial
+// snapshot (SnapshotUnrecorded, SnapshotPartial); Why says what is known.
+type SnapshotUnrecordedError struct {
+	VM, Name string
+	State    SnapshotState
+	Why      string
+	Memory   bool
+}
+
+func (e *SnapshotUnrecordedError) Error() string {
+	return fmt.Sprintf("vm %q: restore snapshot %q: %v: %s (%s)", e.VM, e.Name, ErrSnapshotUnrecorded, e.State, e.Why)
+}
+
+// Is makes errors.Is(err, ErrSnapshotUnrecorded) true.
+func (e *SnapshotUnrecordedError) Is(target error) bool { return target == ErrSnapshotUnrecorded }

@@ -97,8 +97,8 @@ func TestSnapshotStoppedLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateSnapshot: %v", err)
 	}
-	if snap.Name != "before" || snap.Memory || !slices.Equal(snap.Disks, []string{"root", "data"}) || snap.SizeBytes <= 0 || snap.CreatedAt.IsZero() {
-		t.Errorf("CreateSnapshot = %+v; want before, disk-only, disks root and data, a size and a date", snap)
+	if snap.Name != "before" || snap.Memory || !slices.Equal(snap.Disks, []string{"root", "data"}) || snap.VMStateBytes != 0 || snap.State != SnapshotRecorded || snap.CreatedAt.IsZero() {
+		t.Errorf("CreateSnapshot = %+v; want before, disk-only, disks root and data, recorded, no memory state and a date", snap)
 	}
 	if _, err := m.CreateSnapshot(ctx, "snap", "before", SnapshotOptions{}); !errors.Is(err, ErrExists) || !strings.Contains(err.Error(), `"before"`) {
 		t.Errorf("a second snapshot named before: %v; want ErrExists naming it", err)
@@ -536,6 +536,10 @@ func TestRestoreMemorySnapshotLoadFails(t *testing.T) {
 		return nil
 	}}
 	serveMonitor(t, m.runPath(uid, qmpSockName), mon)
+	if err := m.writeSnapshotMeta(uid, snapshotMeta{Snapshots: map[string]snapshotRecord{
+		"before": {Memory: true, Disks: []string{"root", "data"}, QEMUPID: q.pid}}}); err != nil {
+		t.Fatal(err)
+	}
 	err := m.RestoreSnapshot(ctx, "snap", "before", RestoreOptions{Force: true})
 	if err == nil || !strings.Contains(err.Error(), "injected: device state") || !strings.Contains(err.Error(), "powered off") {
 		t.Fatalf("restore with a failing snapshot-load: %v; want the job's error and that the guest was powered off", err)

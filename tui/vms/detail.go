@@ -237,8 +237,8 @@ func (m *Model) snapsKey(msg tea.KeyPressMsg) tea.Cmd {
 	return nil
 }
 
-// snapsBox is the panel: the VM's snapshots with their date, size and
-// whether they hold memory.
+// snapsBox is the panel: the VM's snapshots with their date, memory
+// state, whether they hold memory and whether they can be restored.
 func (m *Model) snapsBox() []string {
 	s, p := m.c.Styles, m.snaps
 	lines := []string{s.Section.Render("Snapshots of "+m.clean(p.e.Name)) + " " + s.Muted.Render("("+p.e.Phase+")"), ""}
@@ -251,21 +251,39 @@ func (m *Model) snapsBox() []string {
 	case len(p.list) == 0:
 		lines = append(lines, "No snapshots yet: c takes one.")
 	default:
-		lines = append(lines, "  "+s.Section.Render(m.cell("NAME", nameW)+" "+m.cell("TAKEN", 16)+" "+m.cell("SIZE", 9)+" MEMORY"))
-		rows := max(m.c.Height-10, 1)
+		// VMSTATE: the memory state each holds (its disk data has no size
+		// of its own); STATE: whether virt recorded it whole (docs/vms.md)
+		lines = append(lines, "  "+s.Section.Render(m.cell("NAME", nameW)+" "+m.cell("TAKEN", 16)+" "+m.cell("VMSTATE", 9)+" "+m.cell("MEMORY", 6)+" STATE"))
+		rows := max(m.c.Height-12, 1)
 		off := max(p.idx-rows+1, 0)
 		for i := off; i < len(p.list) && i < off+rows; i++ {
 			sn := p.list[i]
-			mem := "no"
+			mem, vmstate := "no", "-"
 			if sn.Memory {
 				mem = "yes"
 			}
+			if sn.VMStateBytes > 0 {
+				vmstate = humanBytes(sn.VMStateBytes)
+			}
+			state := "ok"
+			if sn.State != vm.SnapshotRecorded && sn.State != "" {
+				state = strings.ToUpper(string(sn.State))
+			}
 			l := m.cell(m.clean(sn.Name), nameW) + " " + m.cell(sn.CreatedAt.Local().Format("2006-01-02 15:04"), 16) + " " +
-				m.cell(humanBytes(sn.SizeBytes), 9) + " " + mem
+				m.cell(vmstate, 9) + " " + m.cell(mem, 6) + " " + state
 			if i == p.idx {
 				lines = append(lines, s.Selected.Render("> "+l))
 			} else {
 				lines = append(lines, "  "+l)
+			}
+		}
+		if p.idx < len(p.list) && p.list[p.idx].Why != "" {
+			// why the highlighted one is not restored, wrapped to the box
+			sn := p.list[p.idx]
+			why := strings.ToUpper(string(sn.State)) + ": " + sn.Why + "; it is not restored (Del deletes it)."
+			lines = append(lines, "")
+			for _, l := range strings.Split(ansi.Wordwrap(m.clean(why), max(min(m.c.Width-8, 66), 20), ""), "\n") {
+				lines = append(lines, s.Muted.Render(l))
 			}
 		}
 	}
