@@ -21,7 +21,8 @@ import (
 // ErrNotRunning is returned by operations that need a live VM.
 var ErrNotRunning = errors.New("not running")
 
-// qmpTimeout bounds one QMP exchange.
+// qmpTimeout bounds one QMP exchange that QEMU answers at once, unless
+// Options.QMPTimeout says otherwise (Manager.qmpBound).
 const qmpTimeout = 3 * time.Second
 
 // lockedVM resolves ref, takes the VM's lock and reloads its spec under
@@ -172,7 +173,7 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine, opts Star
 		r.Success()
 		resumeErr, qctx = err, context.WithoutCancel(ctx)
 	}
-	qctx, cancel := context.WithTimeout(qctx, qmpTimeout)
+	qctx, cancel := context.WithTimeout(qctx, m.qmpBound())
 	defer cancel()
 	phase, err := m.queryPhase(qctx, uid)
 	if err != nil && saved == nil {
@@ -342,7 +343,7 @@ const (
 
 // qmpDo runs f on a fresh QMP session with a deadline.
 func (m *Manager) qmpDo(ctx context.Context, uid string, f func(context.Context, *qmp.Monitor) error) error {
-	ctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	ctx, cancel := context.WithTimeout(ctx, m.qmpBound())
 	defer cancel()
 	mon, err := m.dialQMP(ctx, uid)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/virtcon/virtcon/hostinfo"
 	"github.com/virtcon/virtcon/internal/atomicfile"
@@ -36,6 +37,10 @@ type Options struct {
 	// Net provides TAP devices and network lookups for VM NICs; nil means
 	// the host's own (package netcfg).
 	Net HostNet
+	// QMPTimeout bounds one QMP exchange that QEMU answers at once (a
+	// query, a pause); zero is 3 s. Tests make it short to play a slow
+	// QEMU in milliseconds.
+	QMPTimeout time.Duration
 }
 
 // HostNet is what the VM runtime needs from host networking.
@@ -79,6 +84,14 @@ func NewManager(opts Options) *Manager {
 }
 
 func (m *Manager) layout() paths.Layout { return m.opts.Layout }
+
+// qmpBound is the bound of one QMP exchange QEMU answers at once.
+func (m *Manager) qmpBound() time.Duration {
+	if m.opts.QMPTimeout > 0 {
+		return m.opts.QMPTimeout
+	}
+	return qmpTimeout
+}
 
 func (m *Manager) qemuBinary() (string, error) {
 	if m.opts.QEMU != "" {

@@ -114,7 +114,7 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 	ctx, cancel := context.WithTimeout(ctx, resumeTimeout)
 	defer cancel()
 	cmd := func(f func(context.Context) error) error {
-		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		c, cancel := context.WithTimeout(ctx, m.qmpBound())
 		defer cancel()
 		return f(c)
 	}
@@ -163,7 +163,7 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 		}
 		return false, fmt.Errorf("vm %q: start: migrate-incoming: %w", name, err)
 	}
-	info, err := waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
+	info, err := m.waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
 	switch {
 	case err != nil && exited():
 		return false, fail(SavedCorrupt, "QEMU exited while loading it (%v)", err)
@@ -175,7 +175,7 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 	// Loaded, and the guest has not run: the state is spent from here.
 	if err := m.spendSaved(uid); err != nil {
 		// still whole and valid: quit the QEMU that never ran guest code
-		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
+		qctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.qmpBound())
 		_ = mon.Quit(qctx)
 		cancel()
 		return false, fmt.Errorf("vm %q: start: remove the saved state before the guest runs on: %w (the state is kept; nothing ran)", name, err)
@@ -183,7 +183,7 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 	if !s.rec.Paused {
 		// the caller's ctx may end now (Ctrl-C): the guest runs on, and
 		// cont must still reach it
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.qmpBound())
 		defer cancel()
 		if err := mon.Cont(c); err != nil {
 			return true, fmt.Errorf("continue the resumed guest: %w", err)

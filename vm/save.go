@@ -320,7 +320,7 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 	if len(argv) == 0 {
 		return nil, fmt.Errorf("the command line of QEMU (pid %d) cannot be read", pid)
 	}
-	dctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	dctx, cancel := context.WithTimeout(ctx, m.qmpBound())
 	mon, err := m.dialQMP(dctx, uid)
 	cancel()
 	if err != nil {
@@ -328,7 +328,7 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 	}
 	defer func() { mon.Close() }() // the cleanup may have dialled anew
 	cmd := func(f func(context.Context) error) error {
-		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		c, cancel := context.WithTimeout(ctx, m.qmpBound())
 		defer cancel()
 		return f(c)
 	}
@@ -376,7 +376,7 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 	if err := cmd(func(c context.Context) error { return mon.Migrate(c, "fd:"+saveFDName) }); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	info, err := waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
+	info, err := m.waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +459,7 @@ func (m *Manager) undoSave(ctx context.Context, vm *VirtualMachine, mon **qmp.Mo
 			m.log.Warn("migration not cancelled after a failed save", "vm", name, "err", err)
 		}
 		// a cancelled migration ends before the guest may run on
-		if _, err := waitMigration(c, *mon, func() bool { return m.proc.gone(pid, uid) }); err != nil {
+		if _, err := m.waitMigration(c, *mon, func() bool { return m.proc.gone(pid, uid) }); err != nil {
 			m.log.Warn("cancelled migration did not end", "vm", name, "err", err)
 		}
 	}
@@ -479,9 +479,9 @@ func (m *Manager) argv(pid int) []string {
 
 // waitMigration polls query-migrate until the migration ends, ctx ends,
 // or QEMU is gone.
-func waitMigration(ctx context.Context, mon *qmp.Monitor, gone func() bool) (qmp.MigrationInfo, error) {
+func (m *Manager) waitMigration(ctx context.Context, mon *qmp.Monitor, gone func() bool) (qmp.MigrationInfo, error) {
 	for {
-		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		c, cancel := context.WithTimeout(ctx, m.qmpBound())
 		info, err := mon.QueryMigrate(c)
 		cancel()
 		if err != nil {

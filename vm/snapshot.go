@@ -220,7 +220,7 @@ func (m *Manager) readDisks(ctx context.Context, vm *VirtualMachine, mon *qmp.Mo
 	out := make([]diskState, 0, len(vm.Spec.Disks))
 	if mon != nil {
 		var blocks []qmpBlock
-		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		c, cancel := context.WithTimeout(ctx, m.qmpBound())
 		err := mon.Execute(c, "query-block", nil, &blocks)
 		cancel()
 		if err != nil {
@@ -337,7 +337,7 @@ func (s *snapshotSession) nameTaken(name string) (string, bool) {
 func (m *Manager) openSnapshots(ctx context.Context, vm *VirtualMachine) (*snapshotSession, error) {
 	s := &snapshotSession{vm: vm, pid: m.livePID(vm.Metadata.UID)}
 	if s.pid > 0 {
-		dctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+		dctx, cancel := context.WithTimeout(ctx, m.qmpBound())
 		mon, err := m.dialQMP(dctx, vm.Metadata.UID)
 		cancel()
 		if err != nil {
@@ -479,7 +479,7 @@ func (m *Manager) snapshotLive(ctx context.Context, s *snapshotSession, name str
 	for _, d := range s.disks {
 		actions = append(actions, action{Type: "blockdev-snapshot-internal-sync", Data: map[string]any{"device": d.dev, "name": name}})
 	}
-	c, cancel := context.WithTimeout(ctx, qmpTimeout)
+	c, cancel := context.WithTimeout(ctx, m.qmpBound())
 	err = mon.Execute(c, "transaction", map[string]any{"actions": actions}, nil)
 	cancel()
 	if rerr := resume(); rerr != nil {
@@ -525,7 +525,7 @@ func pauseGuest(ctx context.Context, mon *qmp.Monitor) (resume func() error, err
 // it (best effort: a revert).
 func (m *Manager) deleteTagLive(ctx context.Context, s *snapshotSession, tag string) {
 	for _, d := range s.disks {
-		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		c, cancel := context.WithTimeout(ctx, m.qmpBound())
 		err := s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": d.dev, "name": tag}, nil)
 		cancel()
 		var ce *qmp.CommandError
@@ -583,14 +583,14 @@ func (m *Manager) runJob(ctx context.Context, mon *qmp.Monitor, command string, 
 	}
 	id := fmt.Sprintf("virtcon-%s-%d", command, time.Now().UnixNano())
 	args["job-id"] = id
-	c, cancel := context.WithTimeout(ctx, qmpTimeout)
+	c, cancel := context.WithTimeout(ctx, m.qmpBound())
 	err := mon.Execute(c, command, args, nil)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("QMP %s: %w", command, err)
 	}
 	dismiss := func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.qmpBound())
 		defer cancel()
 		if err := mon.Execute(c, "job-dismiss", map[string]any{"id": id}, nil); err != nil {
 			m.log.Debug("job not dismissed", "job", id, "err", err)
@@ -599,7 +599,7 @@ func (m *Manager) runJob(ctx context.Context, mon *qmp.Monitor, command string, 
 	delay := 5 * time.Millisecond
 	for {
 		var jobs []qmpJob
-		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		c, cancel := context.WithTimeout(ctx, m.qmpBound())
 		err := mon.Execute(c, "query-jobs", nil, &jobs)
 		cancel()
 		if err != nil {
@@ -750,7 +750,7 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 			}
 			return fail(fmt.Errorf("%w; the guest was powered off, not resumed: its disks may be at the snapshot's point and its memory was half loaded (start it to boot from its disks, or restore again)", err))
 		}
-		c, cancel := context.WithTimeout(ctx, qmpTimeout)
+		c, cancel := context.WithTimeout(ctx, m.qmpBound())
 		st, err := s.mon.Status(c)
 		cancel()
 		if err == nil {
@@ -850,7 +850,7 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref, name string) error {
 			continue
 		}
 		if s.mon != nil {
-			c, cancel := context.WithTimeout(ctx, qmpTimeout)
+			c, cancel := context.WithTimeout(ctx, m.qmpBound())
 			err = s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": d.dev, "name": name}, nil)
 			cancel()
 		} else {
