@@ -452,8 +452,14 @@ func (m *Manager) backupDisks(ctx context.Context, img string, s *VirtualMachine
 			"auto-dismiss": false,
 		}})
 	}
-	c, cancel = qctx()
-	err = mon.Execute(c, "transaction", map[string]any{"actions": actions}, nil)
+	// the transaction drains the disks first (a guest writing makes it
+	// late): bounded by the clone's deadline, not one exchange's, and
+	// not cut by a cancel (the jobs it starts are waited for below)
+	c, cancel = context.WithoutCancel(ctx), func() {}
+	if d, ok := ctx.Deadline(); ok {
+		c, cancel = context.WithDeadline(c, d)
+	}
+	err = m.execLong(c, mon, nil, "transaction", map[string]any{"actions": actions}, nil)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("QMP transaction (blockdev-backup): %w", err)

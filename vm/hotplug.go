@@ -317,6 +317,10 @@ func timeoutOr(d time.Duration) time.Duration {
 	return d
 }
 
+// resizeTimeout bounds a live block_resize when the caller's ctx has no
+// deadline: QEMU drains the disk's I/O before it answers.
+const resizeTimeout = 2 * time.Minute
+
 // ResizeDisk grows a disk to size: online through QMP block_resize when
 // the VM runs, with qemu-img when it is stopped. A shrink is refused.
 func (m *Manager) ResizeDisk(ctx context.Context, ref, disk, size string) (*HotplugResult, error) {
@@ -362,7 +366,11 @@ func (m *Manager) ResizeDisk(ctx context.Context, ref, disk, size string) (*Hotp
 		} else {
 			args["node-name"] = blk.Inserted.NodeName
 		}
-		if err := s.do(ctx, "block_resize", args, nil); err != nil {
+		// block_resize drains the disk first: a busy one answers late
+		rctx, cancel := opDeadline(ctx, resizeTimeout)
+		err := m.execLong(rctx, s.mon, nil, "block_resize", args, nil)
+		cancel()
+		if err != nil {
 			return nil, fmt.Errorf("vm %q: disk resize %s: block_resize: %w", name, d.Name, err)
 		}
 	} else {

@@ -55,6 +55,9 @@ type StartOptions struct {
 	// Without it a VM with a saved state resumes from it, or, when the
 	// state cannot be resumed, does not start (*SavedStateError).
 	DiscardSaved bool
+	// Progress receives what QEMU has loaded of a saved state while it
+	// resumes one; nil receives nothing.
+	Progress OpProgressFunc
 }
 
 // StartWith is Start with options.
@@ -163,7 +166,7 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine, opts Star
 	qctx := ctx
 	var resumeErr error
 	if saved != nil {
-		committed, err := m.resume(ctx, vm, saved, pid)
+		committed, err := m.resume(ctx, vm, saved, pid, opts.Progress)
 		if !committed {
 			return err
 		}

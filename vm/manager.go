@@ -38,8 +38,9 @@ type Options struct {
 	// the host's own (package netcfg).
 	Net HostNet
 	// QMPTimeout bounds one QMP exchange that QEMU answers at once (a
-	// query, a pause); zero is 3 s. Tests make it short to play a slow
-	// QEMU in milliseconds.
+	// query, a pause); zero is 3 s. Commands QEMU answers only when their
+	// work is done are bounded by their operation's deadline instead
+	// (execLong). Tests make it short to play a slow QEMU in milliseconds.
 	QMPTimeout time.Duration
 }
 

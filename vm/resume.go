@@ -3,6 +3,7 @@ package vm
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -106,7 +107,7 @@ const exitWait = 5 * time.Second
 // this QEMU holds the only copy of the guest, and the caller must not kill
 // it, whatever fails after (it reports the error and leaves the VM be).
 // Before that, a failure leaves the state whole: the guest never ran.
-func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume, pid int) (committed bool, err error) {
+func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume, pid int, progress OpProgressFunc) (committed bool, err error) {
 	uid, name := vm.Metadata.UID, vm.Metadata.Name
 	fail := func(reason, format string, a ...any) error {
 		return &SavedStateError{Name: name, Path: s.path, Reason: reason, Detail: fmt.Sprintf(format, a...)}
@@ -157,13 +158,26 @@ func (m *Manager) resume(ctx context.Context, vm *VirtualMachine, s *savedResume
 	exited := func() bool {
 		return ctx.Err() == nil && m.waitGone(ctx, pid, uid, exitWait)
 	}
-	if err := cmd(func(c context.Context) error { return mon.MigrateIncoming(c, "fd:"+resumeFDName) }); err != nil {
+	// QEMU reads the stream through a copy of f's descriptor, which shares
+	// its offset: how far it has read
+	op := newLongOp(name, "loading saved state", progress, func() (int64, int64, bool) {
+		at, err := f.Seek(0, io.SeekCurrent)
+		if err != nil {
+			return -1, s.rec.Size, false
+		}
+		return at, s.rec.Size, false
+	})
+	defer op.tell(true)
+	// migrate-incoming and the polls after it are bounded by the resume's
+	// deadline: QEMU loads a stream from a file in its main loop, and
+	// answers nothing until it is done
+	if err := m.execLong(ctx, mon, op, "migrate-incoming", map[string]string{"uri": "fd:" + resumeFDName}, nil); err != nil {
 		if exited() {
 			return false, fail(SavedCorrupt, "QEMU exited while loading it: %v", err)
 		}
 		return false, fmt.Errorf("vm %q: start: migrate-incoming: %w", name, err)
 	}
-	info, err := m.waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
+	info, err := m.waitMigration(ctx, mon, op, func() bool { return m.proc.gone(pid, uid) })
 	switch {
 	case err != nil && exited():
 		return false, fail(SavedCorrupt, "QEMU exited while loading it (%v)", err)

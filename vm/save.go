@@ -270,6 +270,18 @@ type SaveResult struct {
 // that fails or runs out of time leaves the guest running as it was,
 // with nothing saved.
 func (m *Manager) Save(ctx context.Context, ref string) (*SaveResult, error) {
+	return m.SaveWith(ctx, ref, SaveOptions{})
+}
+
+// SaveOptions tune SaveWith.
+type SaveOptions struct {
+	// Progress receives what QEMU has written of the state while it saves
+	// (seconds per GiB); nil receives nothing.
+	Progress OpProgressFunc
+}
+
+// SaveWith is Save with options.
+func (m *Manager) SaveWith(ctx context.Context, ref string, o SaveOptions) (*SaveResult, error) {
 	vm, l, err := m.lockedVM(ctx, ref)
 	if err != nil {
 		return nil, err
@@ -292,7 +304,7 @@ func (m *Manager) Save(ctx context.Context, ref string) (*SaveResult, error) {
 		defer cancel()
 	}
 	start := time.Now()
-	rec, err := m.saveState(ctx, vm, pid)
+	rec, err := m.saveState(ctx, vm, pid, o.Progress)
 	if err != nil {
 		return nil, fmt.Errorf("vm %q: save: %w", name, err)
 	}
@@ -312,7 +324,7 @@ func (m *Manager) Save(ctx context.Context, ref string) (*SaveResult, error) {
 // saveState pauses the guest, migrates it into the stream, records it and
 // quits QEMU. On failure before the record is written the guest runs on
 // as it was (resumed unless it was paused), and no stream is left.
-func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_ *SavedState, err error) {
+func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int, progress OpProgressFunc) (_ *SavedState, err error) {
 	uid := vm.Metadata.UID
 	// The record holds what this QEMU runs, not what the spec says: a
 	// change applied to the running VM (virt apply) is not in the stream.
@@ -372,11 +384,24 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int) (_
 	if err := cmd(func(c context.Context) error { return mon.SetMigrationBandwidth(c, math.MaxInt64/2) }); err != nil {
 		return nil, fmt.Errorf("migration bandwidth: %w", err)
 	}
+	// what QEMU has written is the file's size; the guest's RAM bounds it
+	ram := int64(argMemoryMiB(argv)) << 20
+	if ram <= 0 {
+		ram = int64(vm.Spec.MemoryMiB) << 20
+	}
+	op := newLongOp(vm.Metadata.Name, "saving state", progress, func() (int64, int64, bool) {
+		st, err := f.Stat()
+		if err != nil {
+			return -1, ram, true
+		}
+		return st.Size(), ram, true
+	})
+	defer op.tell(true)
 	migrating = true // from the moment migrate may have reached QEMU
-	if err := cmd(func(c context.Context) error { return mon.Migrate(c, "fd:"+saveFDName) }); err != nil {
+	if err := m.execLong(ctx, mon, op, "migrate", map[string]string{"uri": "fd:" + saveFDName}, nil); err != nil {
 		return nil, fmt.Errorf("migrate: %w", err)
 	}
-	info, err := m.waitMigration(ctx, mon, func() bool { return m.proc.gone(pid, uid) })
+	info, err := m.waitMigration(ctx, mon, op, func() bool { return m.proc.gone(pid, uid) })
 	if err != nil {
 		return nil, err
 	}
@@ -459,7 +484,7 @@ func (m *Manager) undoSave(ctx context.Context, vm *VirtualMachine, mon **qmp.Mo
 			m.log.Warn("migration not cancelled after a failed save", "vm", name, "err", err)
 		}
 		// a cancelled migration ends before the guest may run on
-		if _, err := m.waitMigration(c, *mon, func() bool { return m.proc.gone(pid, uid) }); err != nil {
+		if _, err := m.waitMigration(c, *mon, nil, func() bool { return m.proc.gone(pid, uid) }); err != nil {
 			m.log.Warn("cancelled migration did not end", "vm", name, "err", err)
 		}
 	}
@@ -478,13 +503,14 @@ func (m *Manager) argv(pid int) []string {
 }
 
 // waitMigration polls query-migrate until the migration ends, ctx ends,
-// or QEMU is gone.
-func (m *Manager) waitMigration(ctx context.Context, mon *qmp.Monitor, gone func() bool) (qmp.MigrationInfo, error) {
+// or QEMU is gone. Each poll is bounded by ctx (the operation's deadline),
+// not by one exchange's: an incoming migration from a file loads in
+// QEMU's main loop, which answers only when it is done, and an outgoing
+// one's completion may hold it too. op (nil: none) reports meanwhile.
+func (m *Manager) waitMigration(ctx context.Context, mon *qmp.Monitor, op *longOp, gone func() bool) (qmp.MigrationInfo, error) {
 	for {
-		c, cancel := context.WithTimeout(ctx, m.qmpBound())
-		info, err := mon.QueryMigrate(c)
-		cancel()
-		if err != nil {
+		var info qmp.MigrationInfo
+		if err := m.execLong(ctx, mon, op, "query-migrate", nil, &info); err != nil {
 			if gone() {
 				return info, errors.New("QEMU exited")
 			}
@@ -498,6 +524,7 @@ func (m *Manager) waitMigration(ctx context.Context, mon *qmp.Monitor, gone func
 			return info, fmt.Errorf("migration %s after %w", info.Status, ctx.Err())
 		case <-time.After(migratePoll):
 		}
+		op.tick(m.progressTick())
 	}
 }
 

@@ -38,6 +38,9 @@ type SnapshotOptions struct {
 	// Memory also saves RAM and device state (the VM must run): a restore
 	// resumes the guest where it was.
 	Memory bool
+	// Progress receives what QEMU does while it saves the memory (seconds
+	// per GiB); nil receives nothing.
+	Progress OpProgressFunc
 }
 
 // Snapshot is one snapshot of a VM.
@@ -72,6 +75,9 @@ type RestoreOptions struct {
 	// (no shutdown: its disks go back in time), restores and starts it
 	// again; a memory snapshot is loaded into it in place.
 	Force bool
+	// Progress receives what QEMU does while it loads a memory snapshot;
+	// nil receives nothing.
+	Progress OpProgressFunc
 }
 
 // DeleteOptions tune DeleteWith.
@@ -422,7 +428,7 @@ func (m *Manager) CreateSnapshot(ctx context.Context, ref, name string, o Snapsh
 	start := time.Now()
 	switch {
 	case o.Memory:
-		err = m.snapshotMemory(ctx, s, name, r)
+		err = m.snapshotMemory(ctx, s, name, r, o.Progress)
 	case s.mon != nil:
 		err = m.snapshotLive(ctx, s, name, r)
 	default:
@@ -479,20 +485,45 @@ func (m *Manager) snapshotLive(ctx context.Context, s *snapshotSession, name str
 	for _, d := range s.disks {
 		actions = append(actions, action{Type: "blockdev-snapshot-internal-sync", Data: map[string]any{"device": d.dev, "name": name}})
 	}
-	c, cancel := context.WithTimeout(ctx, m.qmpBound())
-	err = mon.Execute(c, "transaction", map[string]any{"actions": actions}, nil)
+	// the transaction drains the disks first: a guest's I/O in flight
+	// makes it late, so the operation's deadline bounds it
+	tctx, cancel := opDeadline(ctx, snapshotJobTimeout)
+	err = m.execLong(tctx, mon, nil, "transaction", map[string]any{"actions": actions}, nil)
 	cancel()
-	if rerr := resume(); rerr != nil {
+	if rerr := m.resumeAfter(ctx, s, resume); rerr != nil {
 		err = errors.Join(err, rerr)
 	}
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || mon.Closed() {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, qmp.ErrClosed) {
 			// the transaction may have been done without an answer
-			m.deleteTagLive(context.WithoutCancel(ctx), s, name)
+			if uerr := m.undoTagLive(ctx, s, name); uerr != nil {
+				err = fmt.Errorf("%w; and the snapshot QEMU may have made could not be removed (%v): it may be on the disks without a record", err, uerr)
+			}
 		}
 		return fmt.Errorf("QMP transaction blockdev-snapshot-internal-sync: %w", err)
 	}
-	r.Add(func() error { m.deleteTagLive(context.WithoutCancel(ctx), s, name); return nil })
+	r.Add(func() error { return m.undoTagLive(ctx, s, name) })
+	return nil
+}
+
+// resumeAfter runs a pauseGuest resume; when a missed deadline closed
+// the session's monitor, it continues the guest on a new one (once QEMU
+// answers again), which becomes the session's.
+func (m *Manager) resumeAfter(ctx context.Context, s *snapshotSession, resume func() error) error {
+	err := resume()
+	if err == nil || !errors.Is(err, qmp.ErrClosed) {
+		return err
+	}
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotUndoTimeout)
+	defer cancel()
+	mon, derr := m.freshMonitor(c, s.vm.Metadata.UID, s.mon)
+	if derr != nil {
+		return fmt.Errorf("%w; and on a new QMP session: %w", err, derr)
+	}
+	s.mon = mon
+	if err := mon.Cont(c); err != nil {
+		return fmt.Errorf("resume the guest: %w", err)
+	}
 	return nil
 }
 
@@ -522,17 +553,19 @@ func pauseGuest(ctx context.Context, mon *qmp.Monitor) (resume func() error, err
 }
 
 // deleteTagLive removes tag from every disk of the running QEMU that has
-// it (best effort: a revert).
-func (m *Manager) deleteTagLive(ctx context.Context, s *snapshotSession, tag string) {
+// it, each removal bounded by ctx (it frees the snapshot's clusters: a
+// memory snapshot's take a while). A disk without the tag is no error.
+func (m *Manager) deleteTagLive(ctx context.Context, s *snapshotSession, tag string) error {
+	var errs []error
 	for _, d := range s.disks {
-		c, cancel := context.WithTimeout(ctx, m.qmpBound())
-		err := s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": d.dev, "name": tag}, nil)
-		cancel()
+		err := m.execLong(ctx, s.mon, nil, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": d.dev, "name": tag}, nil)
 		var ce *qmp.CommandError
 		if err != nil && !errors.As(err, &ce) {
 			m.log.Warn("snapshot not removed from a disk", "vm", s.vm.Metadata.Name, "disk", d.disk, "snapshot", tag, "err", err)
+			errs = append(errs, fmt.Errorf("disk %q: %w", d.disk, err))
 		}
 	}
+	return errors.Join(errs...)
 }
 
 // snapshotFiles snapshots the disks of a stopped VM with qemu-img; a
@@ -558,35 +591,76 @@ func (m *Manager) snapshotFiles(ctx context.Context, s *snapshotSession, name st
 // snapshotMemory runs QEMU's snapshot-save job: RAM and device state into
 // the first disk, a tag on every disk. QEMU stops the guest for it and
 // lets it run again after.
-func (m *Manager) snapshotMemory(ctx context.Context, s *snapshotSession, name string, r *revert.Stack) error {
+//
+// A job that failed, or whose answer did not come within the operation's
+// deadline (QEMU may still be writing), is undone: the tag goes from
+// every disk, through a new monitor when the missed deadline closed this
+// one, once QEMU answers again. A tag that stays is said in the error: it
+// is on the disks but not in the record.
+func (m *Manager) snapshotMemory(ctx context.Context, s *snapshotSession, name string, r *revert.Stack, progress OpProgressFunc) error {
 	nodes := make([]string, 0, len(s.disks))
 	for _, d := range s.disks {
 		nodes = append(nodes, d.node)
 	}
-	err := m.runJob(ctx, s.mon, "snapshot-save", map[string]any{"tag": name, "vmstate": nodes[0], "devices": nodes})
+	// what QEMU has written of the vmstate grows the first disk's file
+	vmstate, before := s.disks[0].path, allocatedBytes(s.disks[0].path)
+	ram := int64(s.vm.Spec.MemoryMiB) << 20
+	if n := argMemoryMiB(m.argv(s.pid)); n > 0 {
+		ram = int64(n) << 20
+	}
+	op := newLongOp(s.vm.Metadata.Name, "saving memory", progress, func() (int64, int64, bool) {
+		now := allocatedBytes(vmstate)
+		if before < 0 || now < 0 {
+			return -1, ram, true
+		}
+		return max(0, now-before), ram, true
+	})
+	err := m.runJob(ctx, s.mon, op, "snapshot-save", map[string]any{"tag": name, "vmstate": nodes[0], "devices": nodes})
+	op.tell(true)
 	if err != nil {
-		// a job that failed half way may have tagged some disks
-		m.deleteTagLive(context.WithoutCancel(ctx), s, name)
+		if uerr := m.undoTagLive(ctx, s, name); uerr != nil {
+			return fmt.Errorf("%w; and the snapshot QEMU may have made could not be removed (%v): it may be on the disks without a record: virt vm snapshot delete %s %s", err, uerr, s.vm.Metadata.Name, name)
+		}
 		return err
 	}
-	r.Add(func() error { m.deleteTagLive(context.WithoutCancel(ctx), s, name); return nil })
+	r.Add(func() error { return m.undoTagLive(ctx, s, name) })
 	return nil
 }
 
-// runJob starts a QMP job (snapshot-save/-load) and waits for it to end,
-// polling query-jobs; it returns the job's error.
-func (m *Manager) runJob(ctx context.Context, mon *qmp.Monitor, command string, args map[string]any) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, snapshotJobTimeout)
-		defer cancel()
+// snapshotUndoTimeout bounds the removal of a snapshot a failed create
+// left (on its own deadline: the caller's may be what ended it), which
+// waits for QEMU to finish what it still does.
+const snapshotUndoTimeout = 2 * time.Minute
+
+// undoTagLive removes tag from every disk of the running QEMU that has
+// it, on a monitor of its own if s.mon was closed by a missed deadline.
+func (m *Manager) undoTagLive(ctx context.Context, s *snapshotSession, tag string) error {
+	c, cancel := context.WithTimeout(context.WithoutCancel(ctx), snapshotUndoTimeout)
+	defer cancel()
+	mon, err := m.freshMonitor(c, s.vm.Metadata.UID, s.mon)
+	if err != nil {
+		return fmt.Errorf("QMP: %w", err)
 	}
+	s.mon = mon
+	if err := m.deleteTagLive(c, s, tag); err != nil {
+		return err
+	}
+	return nil
+}
+
+// runJob runs a QMP job (snapshot-save/-load) to its end and returns its
+// error. QEMU 7.2 answers the command only when the job is done, and
+// nothing else meanwhile (query-jobs included), so the command and the
+// polls of query-jobs after it are bounded by the operation's deadline
+// (snapshotJobTimeout without one), not by one exchange's; op reports
+// while it runs. A snapshot job cannot be cancelled: when the deadline
+// ends it, QEMU finishes it, and the caller undoes what it made.
+func (m *Manager) runJob(ctx context.Context, mon *qmp.Monitor, op *longOp, command string, args map[string]any) error {
+	ctx, cancel := opDeadline(ctx, snapshotJobTimeout)
+	defer cancel()
 	id := fmt.Sprintf("virtcon-%s-%d", command, time.Now().UnixNano())
 	args["job-id"] = id
-	c, cancel := context.WithTimeout(ctx, m.qmpBound())
-	err := mon.Execute(c, command, args, nil)
-	cancel()
-	if err != nil {
+	if err := m.execLong(ctx, mon, op, command, args, nil); err != nil {
 		return fmt.Errorf("QMP %s: %w", command, err)
 	}
 	dismiss := func() {
@@ -599,10 +673,7 @@ func (m *Manager) runJob(ctx context.Context, mon *qmp.Monitor, command string, 
 	delay := 5 * time.Millisecond
 	for {
 		var jobs []qmpJob
-		c, cancel := context.WithTimeout(ctx, m.qmpBound())
-		err := mon.Execute(c, "query-jobs", nil, &jobs)
-		cancel()
-		if err != nil {
+		if err := m.execLong(ctx, mon, op, "query-jobs", nil, &jobs); err != nil {
 			return fmt.Errorf("QMP query-jobs (%s): %w", command, err)
 		}
 		i := slices.IndexFunc(jobs, func(j qmpJob) bool {
@@ -621,11 +692,10 @@ func (m *Manager) runJob(ctx context.Context, mon *qmp.Monitor, command string, 
 		}
 		select {
 		case <-ctx.Done():
-			// a snapshot job cannot be cancelled: QEMU finishes it, and
-			// the caller's revert removes what it made
 			return fmt.Errorf("QMP %s: waiting for job %s: %w", command, id, ctx.Err())
 		case <-time.After(delay):
 		}
+		op.tick(m.progressTick())
 		if delay < 50*time.Millisecond {
 			delay *= 2
 		}
@@ -651,6 +721,16 @@ func checkLayout(s *snapshotSession, snap Snapshot) error {
 		return &SnapshotLayoutError{VM: s.vm.Metadata.Name, Name: snap.Name, Then: then, Now: now, Missing: missing}
 	}
 	return nil
+}
+
+// vmstateSize is the size of a memory snapshot's RAM and device state.
+func vmstateSize(s *snapshotSession, tag string) int64 {
+	for _, d := range s.disks {
+		if sn, ok := d.has(tag); ok && sn.VMStateSize > 0 {
+			return sn.VMStateSize
+		}
+	}
+	return -1
 }
 
 // vmstateNode is the node holding a memory snapshot's RAM.
@@ -731,7 +811,19 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 		for _, d := range s.disks {
 			nodes = append(nodes, d.node)
 		}
-		if err := m.runJob(ctx, s.mon, "snapshot-load", map[string]any{"tag": name, "vmstate": vmstateNode(s, name), "devices": nodes}); err != nil {
+		// what QEMU has read of the vmstate counts in its rchar
+		pid, total := s.pid, vmstateSize(s, name)
+		before := m.proc.readBytes(pid)
+		op := newLongOp(vmName, "loading memory", o.Progress, func() (int64, int64, bool) {
+			now := m.proc.readBytes(pid)
+			if before < 0 || now < 0 {
+				return -1, total, false
+			}
+			return min(total, now-before), total, false
+		})
+		err := m.runJob(ctx, s.mon, op, "snapshot-load", map[string]any{"tag": name, "vmstate": vmstateNode(s, name), "devices": nodes})
+		op.tell(true)
+		if err != nil {
 			// snapshot-load reverts the disks, then loads the state: a
 			// failed one leaves the guest stopped on disks that may be at
 			// the snapshot's point with its memory half loaded, which a
@@ -798,10 +890,7 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 func (m *Manager) powerOffLocked(ctx context.Context, vm *VirtualMachine, pid int) error {
 	uid := vm.Metadata.UID
 	if st, _ := m.proc.state(pid); st != "T" {
-		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.Quit(ctx) }); err != nil {
-			m.log.Warn("QMP quit failed; killing", "vm", vm.Metadata.Name, "err", err)
-		}
-		if m.waitGone(ctx, pid, uid, 3*time.Second) {
+		if m.quitQEMU(ctx, vm.Metadata.Name, uid, pid) {
 			pid = 0
 		}
 	}
@@ -850,8 +939,9 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref, name string) error {
 			continue
 		}
 		if s.mon != nil {
-			c, cancel := context.WithTimeout(ctx, m.qmpBound())
-			err = s.mon.Execute(c, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": d.dev, "name": name}, nil)
+			// freeing a memory snapshot's clusters takes a while
+			c, cancel := opDeadline(ctx, snapshotJobTimeout)
+			err = m.execLong(c, s.mon, nil, "blockdev-snapshot-delete-internal-sync", map[string]any{"device": d.dev, "name": name}, nil)
 			cancel()
 		} else {
 			_, err = qemuImgOut(ctx, img, "snapshot", "-d", name, d.path)

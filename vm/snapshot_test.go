@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestValidateSnapshotName(t *testing.T) {
@@ -501,6 +502,9 @@ func TestRestoreMemorySnapshotAfterHotplug(t *testing.T) {
 func TestRestoreMemorySnapshotLoadFails(t *testing.T) {
 	ctx := context.Background()
 	m, v := snapshotManager(t)
+	// this QEMU acknowledges quit and never ends: it is killed after ten
+	// exchange bounds
+	m.opts.QMPTimeout = 300 * time.Millisecond
 	uid := v.Metadata.UID
 	q := startFakeQEMU(t, m, m.opts.HostRoot, uid, nil)
 	tags := []string{"before"}

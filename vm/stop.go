@@ -122,10 +122,7 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 		}
 	}
 	if st, _ := m.proc.state(pid); pid > 0 && st != "T" {
-		if err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error { return mon.Quit(ctx) }); err != nil {
-			m.log.Warn("QMP quit failed; killing", "vm", name, "err", err)
-		}
-		if m.waitGone(ctx, pid, uid, 3*time.Second) {
+		if m.quitQEMU(ctx, name, uid, pid) {
 			pid = 0
 		}
 	}
