@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -322,9 +321,9 @@ func (m *Manager) backingChain(ctx context.Context, img, path string) ([]chainIm
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, img, "info", "-U", "--backing-chain", "--output=json", path)
+	cmd := childCommand(ctx, img, "info", "-U", "--backing-chain", "--output=json", path)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := runChild(cmd); err != nil {
 		return nil, fmt.Errorf("qemu-img info %s: %v: %s", path, err, strings.TrimSpace(stderr.String()))
 	}
 	var chain []chainImage
@@ -374,9 +373,14 @@ func (m *Manager) copyDisks(ctx context.Context, img string, disks []cloneDisk) 
 			args = append(args, "-B", b.Filename, "-F", b.Format)
 		}
 		args = append(args, d.from, d.to)
-		// no time limit but ctx's: a copy takes as long as the disk is big
-		if out, err := exec.CommandContext(ctx, img, args...).CombinedOutput(); err != nil {
-			return fmt.Errorf("disk %q: qemu-img convert: %v: %s", d.name, err, strings.TrimSpace(string(out)))
+		// no time limit but ctx's: a copy takes as long as the disk is
+		// big; the copy dies with this process (runChild): once the lock
+		// is gone nothing may write the clone's files
+		var out bytes.Buffer
+		cmd := childCommand(ctx, img, args...)
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := runChild(cmd); err != nil {
+			return fmt.Errorf("disk %q: qemu-img convert: %v: %s", d.name, err, strings.TrimSpace(out.String()))
 		}
 	}
 	return nil

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -113,9 +112,11 @@ func sizeString(n int64) string {
 func runTool(ctx context.Context, bin string, args ...string) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), args[0], err, strings.TrimSpace(string(out)))
+	var out bytes.Buffer
+	cmd := childCommand(ctx, bin, args...)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := runChild(cmd); err != nil {
+		return fmt.Errorf("%s %s: %v: %s", filepath.Base(bin), args[0], err, strings.TrimSpace(out.String()))
 	}
 	return nil
 }
@@ -145,7 +146,7 @@ func (m *Manager) inspectImage(ctx context.Context, path string, f *os.File) (im
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	arg := path
-	cmd := exec.CommandContext(ctx, bin, "info", "--output=json")
+	cmd := childCommand(ctx, bin, "info", "--output=json")
 	if f != nil {
 		arg = "/dev/fd/3"
 		cmd.ExtraFiles = []*os.File{f}
@@ -153,7 +154,7 @@ func (m *Manager) inspectImage(ctx context.Context, path string, f *os.File) (im
 	cmd.Args = append(cmd.Args, arg)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := runChild(cmd); err != nil {
 		msg := strings.TrimSpace(strings.ReplaceAll(stderr.String(), arg, path))
 		if msg == "" {
 			return info, fmt.Errorf("qemu-img info %s: %w", path, err)

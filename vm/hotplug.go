@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -436,9 +435,9 @@ func (m *Manager) diskFileInfo(ctx context.Context, path string, shared bool) (i
 		args = append(args, "-U")
 	}
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, img, append(args, path)...)
+	cmd := childCommand(ctx, img, append(args, path)...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
+	if err := runChild(cmd); err != nil {
 		return info, fmt.Errorf("qemu-img info %s: %w: %s", path, err, strings.TrimSpace(stderr.String()))
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &info); err != nil {
