@@ -300,19 +300,21 @@ func newVMGCCmd(env *Env) *cobra.Command {
 	var dry bool
 	cmd := &cobra.Command{
 		Use:   "gc",
-		Short: "Remove virtcon's orphaned files (volumes, runtime dirs, logs, partial downloads without a VM); never touches processes",
+		Short: "Remove virtcon's orphaned files (volumes, runtime dirs, logs, partial downloads without a VM) and cancel what interrupted clones left in running QEMUs; never kills processes, never removes a file a QEMU holds open",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			items, err := env.vms().GC(cmd.Context(), dry)
 			if rerr := render(env.IO.Out, env.Output, items, func(w io.Writer) error {
-				verb := "removed"
-				if dry {
-					verb = "would remove"
-				}
 				if len(items) == 0 {
 					fmt.Fprintln(w, "nothing to collect")
 				}
 				for _, o := range items {
+					verb := map[[2]bool]string{{false, false}: "removed", {true, false}: "would remove",
+						{false, true}: "cancelled", {true, true}: "would cancel"}[[2]bool{dry, o.InQEMU()}]
+					if o.Kept != "" {
+						fmt.Fprintf(w, "kept\t%s\t(%s: %s)\n", o.Path, o.What, o.Kept)
+						continue
+					}
 					fmt.Fprintf(w, "%s\t%s\t(%s)\n", verb, o.Path, o.What)
 				}
 				return nil

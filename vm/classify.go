@@ -196,6 +196,9 @@ func (m *Manager) observeLive(ctx context.Context, e *Entry, p qemuProcess) {
 		return
 	}
 	e.Phase = phaseFromQMP(st.Status)
+	if note := m.leftoverNote(e.UID); note != "" {
+		set(e.Phase, note)
+	}
 }
 
 // argTAPs lists the TAP devices of QEMU's -netdev tap,ifname=... options.
@@ -384,12 +387,24 @@ func (m *Manager) libvirtDomains() []libvirtDomain {
 // tapPrefix marks an orphan that is a network device, not a path.
 const tapPrefix = "tap:"
 
-// Orphan is one of our leftovers without a spec.
+// Orphan is one of our leftovers without a spec, or work an interrupted
+// operation left in a running VM's QEMU (Path qemuWorkPrefix...).
 type Orphan struct {
 	UID  string `json:"uid" yaml:"uid"`
 	What string `json:"what" yaml:"what"`
 	Path string `json:"path" yaml:"path"`
+	// Kept says why gc leaves it (a file a running QEMU holds open);
+	// empty for what gc removes.
+	Kept string `json:"kept,omitempty" yaml:"kept,omitempty"`
 }
+
+// qemuWorkPrefix marks an orphan that is a job or block node in a QEMU
+// (qemu:UID/job/ID, qemu:UID/node/NAME): gc cancels it.
+const qemuWorkPrefix = "qemu:"
+
+// InQEMU reports whether the orphan is work in a running QEMU (gc
+// cancels it) rather than a file or device (gc removes it).
+func (o Orphan) InQEMU() bool { return strings.HasPrefix(o.Path, qemuWorkPrefix) }
 
 // orphans lists our leftovers. ours holds the UID of every VM whose spec
 // exists, readable or not: an unreadable VM's disks are not orphans.
@@ -450,6 +465,7 @@ func (m *Manager) orphans(ours map[string]bool, vms []*VirtualMachine, live map[
 			out = append(out, Orphan{What: "image without a marker (incomplete)", Path: p})
 		}
 	}
+	m.keepOpenFiles(out)
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
@@ -476,15 +492,21 @@ func (m *Manager) GC(ctx context.Context, dryRun bool) ([]Orphan, error) {
 	for _, vm := range vms {
 		ours[vm.Metadata.UID] = true
 	}
-	orphans := m.orphans(ours, vms, live)
+	// what interrupted clones left in running QEMUs goes first: a
+	// clone's directory is free to remove once its target node is gone
+	orphans, workErr := m.leftoverWork(ctx, vms, live, dryRun)
+	orphans = append(orphans, m.orphans(ours, vms, live)...)
 	if orphans == nil {
 		orphans = []Orphan{}
 	}
 	if dryRun {
-		return orphans, nil
+		return orphans, workErr
 	}
-	var rmErrs []error
+	rmErrs := []error{workErr}
 	for _, o := range orphans {
+		if o.Kept != "" || o.InQEMU() {
+			continue
+		}
 		if tap, ok := strings.CutPrefix(o.Path, tapPrefix); ok {
 			if err := m.opts.Net.DeleteTAP(ctx, tap); err != nil {
 				rmErrs = append(rmErrs, err)

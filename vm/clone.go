@@ -414,8 +414,23 @@ func (m *Manager) backupDisks(ctx context.Context, img string, s *VirtualMachine
 	qctx := func() (context.Context, context.CancelFunc) {
 		return context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
 	}
-	node := func(i int) string { return fmt.Sprintf("clone-%s-%d", cloneUID[:8], i) }
-	job := func(i int) string { return fmt.Sprintf("clone-%s-%d", cloneUID[:8], i) }
+	node := func(i int) string { return fmt.Sprintf("%s%s-%d", cloneJobPrefix, cloneUID[:8], i) }
+	job := func(i int) string { return fmt.Sprintf("%s%s-%d", cloneJobPrefix, cloneUID[:8], i) }
+	// recorded before the first node or job exists: a virt killed from
+	// here on leaves the record, and the next session under the source's
+	// lock cancels what is left (leftover.go); it goes once none is left
+	if err := m.recordCloneJobs(uid, cloneUID); err != nil {
+		return fmt.Errorf("record the backup jobs: %w", err)
+	}
+	defer func() {
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if left, err := cancelCloneJobs(c, mon, fmt.Sprintf("%s%s-", cloneJobPrefix, cloneUID[:8])); err != nil {
+			m.log.Warn("clone: backup jobs or targets left in the source's QEMU; the next command on it cancels them", "vm", s.Metadata.Name, "removed", left, "err", err)
+			return
+		}
+		os.Remove(m.runPath(uid, cloneJobsName))
+	}()
 	var added []string
 	defer func() {
 		// the targets leave QEMU whatever happened: the clone's files

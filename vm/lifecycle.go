@@ -359,7 +359,18 @@ func (m *Manager) qmpDo(ctx context.Context, uid string, f func(context.Context,
 // dialQMP connects to the VM's QMP socket. QEMU serves one client at a
 // time and refuses connections once its short queue is full, so a busy
 // socket (another virt listing the VM) is retried until ctx's deadline.
+// The first session under a hold of the VM's lock first cancels what an
+// interrupted clone left in that QEMU (sweepLeftovers).
 func (m *Manager) dialQMP(ctx context.Context, uid string) (*qmp.Monitor, error) {
+	mon, err := m.dialQMPOnly(ctx, uid)
+	if err == nil {
+		m.sweepLeftovers(ctx, mon, uid)
+	}
+	return mon, err
+}
+
+// dialQMPOnly is dialQMP without the sweep.
+func (m *Manager) dialQMPOnly(ctx context.Context, uid string) (*qmp.Monitor, error) {
 	delay := 2 * time.Millisecond
 	for {
 		mon, err := qmp.Dial(ctx, m.runPath(uid, qmpSockName), qmp.Options{Logger: m.log})

@@ -81,7 +81,7 @@ func NewManager(opts Options) *Manager {
 	if opts.Net == nil {
 		opts.Net = defaultHostNet(opts.Layout)
 	}
-	return &Manager{opts: opts, log: opts.Logger, store: store{layout: opts.Layout}, proc: procFS{root: filepath.Join(opts.HostRoot, "proc")}}
+	return &Manager{opts: opts, log: opts.Logger, store: store{layout: opts.Layout, held: &heldLocks{}}, proc: procFS{root: filepath.Join(opts.HostRoot, "proc")}}
 }
 
 func (m *Manager) layout() paths.Layout { return m.opts.Layout }

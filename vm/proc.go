@@ -48,6 +48,25 @@ func (p procFS) stat(pid int) (state string, ppid int, err error) {
 	return string(b[i+2]), ppid, nil
 }
 
+// openFiles lists the files pid holds open (its /proc/PID/fd links; a
+// deleted file by the name it had).
+func (p procFS) openFiles(pid int) []string {
+	dir := filepath.Join(p.root, strconv.Itoa(pid), "fd")
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, e := range ents {
+		t, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil || !strings.HasPrefix(t, "/") {
+			continue // sockets, pipes, anon inodes
+		}
+		out = append(out, strings.TrimSuffix(t, " (deleted)"))
+	}
+	return out
+}
+
 // argValue returns the argument following flag in argv.
 func argValue(argv []string, flag string) (string, bool) {
 	for i := 0; i+1 < len(argv); i++ {

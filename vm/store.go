@@ -72,6 +72,9 @@ const (
 // user data is a secret).
 type store struct {
 	layout paths.Layout
+	// held records the VM locks this process holds (nil: none recorded;
+	// see leftover.go)
+	held *heldLocks
 }
 
 func (s store) specPath(uid string) string { return filepath.Join(s.layout.VMStateDir(uid), specFile) }
@@ -310,7 +313,11 @@ const lockTimeout = 2 * time.Minute
 func (s store) lockVM(ctx context.Context, uid string) (*flock.Lock, error) {
 	ctx, cancel := context.WithTimeout(ctx, lockTimeout)
 	defer cancel()
-	return flock.Acquire(ctx, s.lockPath("vm-"+uid))
+	l, err := flock.Acquire(ctx, s.lockPath("vm-"+uid))
+	if err == nil {
+		s.held.add(uid, l)
+	}
+	return l, err
 }
 
 func (s store) lockGlobal(ctx context.Context) (*flock.Lock, error) {

@@ -16,8 +16,9 @@ var ErrLocked = errors.New("locked by another virtcon process")
 
 // Lock is a held lock.
 type Lock struct {
-	f    *os.File
-	path string
+	f         *os.File
+	path      string
+	onRelease []func()
 }
 
 // Acquire takes an exclusive lock on path, waiting until ctx is done.
@@ -57,7 +58,21 @@ func (l *Lock) Release() error {
 	if l == nil || l.f == nil {
 		return nil
 	}
+	// before the lock is free: nothing of this process may still take it
+	// for held once another process can hold it
+	for _, f := range l.onRelease {
+		f()
+	}
+	l.onRelease = nil
 	err := l.f.Close()
 	l.f = nil
 	return err
+}
+
+// OnRelease registers f to run when the lock is released, just before it
+// is free (a record of this process of the locks it holds).
+func (l *Lock) OnRelease(f func()) {
+	if l != nil && l.f != nil {
+		l.onRelease = append(l.onRelease, f)
+	}
 }
