@@ -127,7 +127,7 @@ func (f *fakeVMs) Delete(_ context.Context, ref string, force bool) error {
 	return f.act("Delete", ref, nil, force)
 }
 
-func (f *fakeVMs) Save(ctx context.Context, ref string) (*vm.SaveResult, error) {
+func (f *fakeVMs) SaveWith(ctx context.Context, ref string, _ vm.SaveOptions) (*vm.SaveResult, error) {
 	f.saveLeft = -1
 	if d, ok := ctx.Deadline(); ok {
 		f.saveLeft = time.Until(d)

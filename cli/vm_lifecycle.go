@@ -25,6 +25,7 @@ the guest fresh.`,
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			m := env.vms()
+			opts.Progress = env.opProgress() // a resume loads the saved state
 			if err := m.StartWith(cmd.Context(), args[0], opts); err != nil {
 				return err
 			}

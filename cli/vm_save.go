@@ -44,7 +44,7 @@ damaged one) rather than boot the guest fresh: --discard-saved does that.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			fmt.Fprintf(env.IO.ErrOut, "saving %s…\n", args[0])
-			res, err := env.vms().Save(ctx, args[0])
+			res, err := env.vms().SaveWith(ctx, args[0], vm.SaveOptions{Progress: env.opProgress()})
 			if err != nil {
 				return err
 			}

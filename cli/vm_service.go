@@ -29,7 +29,7 @@ type vmService interface {
 	Pause(ctx context.Context, ref string) error
 	Resume(ctx context.Context, ref string) error
 	Delete(ctx context.Context, ref string, force bool) error
-	Save(ctx context.Context, ref string) (*vm.SaveResult, error)
+	SaveWith(ctx context.Context, ref string, o vm.SaveOptions) (*vm.SaveResult, error)
 	SetAutostart(ctx context.Context, ref string, on bool, order int, delay time.Duration) error
 
 	// the guest's streams and addresses

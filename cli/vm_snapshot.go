@@ -133,6 +133,7 @@ func newVMSnapshotCreateCmd(env *Env) *cobra.Command {
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			start := time.Now()
+			o.Progress = env.opProgress()
 			s, err := env.snapshots().CreateSnapshot(cmd.Context(), args[0], args[1], o)
 			if err != nil {
 				return wordSnapshotError(err)
@@ -218,6 +219,7 @@ removed is refused.`,
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Progress = env.opProgress()
 			if err := env.snapshots().RestoreSnapshot(cmd.Context(), args[0], args[1], o); err != nil {
 				return wordSnapshotError(err)
 			}
