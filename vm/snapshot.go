@@ -903,8 +903,8 @@ func (m *Manager) powerOffLocked(ctx context.Context, vm *VirtualMachine, pid in
 	return m.store.save(vm)
 }
 
-// DeleteSnapshot removes a snapshot from every disk that holds it, then
-// from the record.
+// DeleteSnapshot removes a snapshot from every disk that holds it (the
+// kept files of disks detached since included), then from the record.
 func (m *Manager) DeleteSnapshot(ctx context.Context, ref, name string) error {
 	if fe := ValidateSnapshotName(name); fe != nil {
 		return invalidSnapshotName(fe)
@@ -926,6 +926,9 @@ func (m *Manager) DeleteSnapshot(ctx context.Context, ref, name string) error {
 		return err
 	}
 	name = snap.Name // as the disks spell it
+	if err := m.deleteTagKept(ctx, vm, name); err != nil {
+		return fail(err)
+	}
 	img := ""
 	if s.mon == nil {
 		if img, err = m.qemuImg(); err != nil {
