@@ -49,7 +49,7 @@ func ExitCode(err error) int {
 		// refused until the user says so (--with-snapshots, --force)
 		errors.Is(err, vm.ErrHasSnapshots), errors.Is(err, vm.ErrRestoreRunning):
 		return ExitUsage
-	case errors.Is(err, vm.ErrSnapshotUnrecorded), errors.Is(err, vm.ErrSnapshotLayout):
+	case errors.Is(err, vm.ErrSnapshotUnrecorded), errors.Is(err, vm.ErrSnapshotLayout), errors.Is(err, vm.ErrSnapshotShape):
 		// refused, and no flag overrides it: the operation cannot be done
 		return ExitError
 	case errors.Is(err, ErrCheckFailed):

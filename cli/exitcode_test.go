@@ -39,6 +39,7 @@ func TestExitCodeSnapshotRefusals(t *testing.T) {
 	for _, err := range []error{
 		&vm.SnapshotUnrecordedError{VM: "web", Name: "lost", State: vm.SnapshotUnrecorded},
 		&vm.SnapshotLayoutError{VM: "web", Name: "old"},
+		&vm.SnapshotShapeError{VM: "web", Name: "mem", Diffs: []string{"memory 1024 MiB now (spec.memoryMiB), 512 MiB in the snapshot"}},
 	} {
 		if got := ExitCode(fmt.Errorf("wrapped: %w", err)); got != ExitError {
 			t.Errorf("ExitCode(%v) = %d; want %d", err, got, ExitError)

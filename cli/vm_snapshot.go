@@ -42,6 +42,7 @@ func wordSnapshotError(err error) error {
 		missing *vm.SnapshotNotFoundError
 		layout  *vm.SnapshotLayoutError
 		unrec   *vm.SnapshotUnrecordedError
+		shape   *vm.SnapshotShapeError
 	)
 	switch {
 	case errors.As(err, &running) && running.Memory:
@@ -60,6 +61,8 @@ func wordSnapshotError(err error) error {
 		return fmt.Errorf("%w (virt vm snapshot list %s)", err, missing.VM)
 	case errors.As(err, &unrec):
 		return fmt.Errorf("%w; virt vm snapshot delete %s %s removes it from every disk that holds it (take a new snapshot to have one to restore)", err, unrec.VM, unrec.Name)
+	case errors.As(err, &shape):
+		return fmt.Errorf("%w: change the spec back (virt vm edit %s) to restore it, or restore a disk-only snapshot", err, shape.VM)
 	case errors.As(err, &layout):
 		return fmt.Errorf("%w: restore only snapshots taken of the disks the VM has now", err)
 	}

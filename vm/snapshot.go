@@ -779,6 +779,9 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 			return fail(err)
 		}
 		if err := m.checkSnapshotShape(s, name); err != nil {
+			if se := (*SnapshotShapeError)(nil); errors.As(err, &se) {
+				return err // names the VM and the snapshot itself
+			}
 			return fail(err)
 		}
 	}
@@ -1023,36 +1026,4 @@ func (m *Manager) checkSnapshotDevices(s *snapshotSession, name string) error {
 		nowS = "the devices after " + strings.Join(now, "; ")
 	}
 	return fmt.Errorf("%w: the memory snapshot holds the state of %s, the VM has %s; restoring it would load that state into other devices (a memory snapshot restores only into the devices it was taken with)", ErrHotplugged, then, nowS)
-}
-
-// checkSnapshotShape compares a memory snapshot's recorded shape with
-// that of the QEMU it would be loaded into: the running one's command
-// line, or for a stopped VM the launch its start would make. Records from
-// before shapes were kept are not checked.
-func (m *Manager) checkSnapshotShape(s *snapshotSession, name string) error {
-	rec := s.meta.Snapshots[name]
-	if rec.Shape == nil {
-		return nil
-	}
-	var now SavedShape
-	if s.pid > 0 {
-		argv := m.argv(s.pid)
-		if len(argv) == 0 {
-			return fmt.Errorf("the running QEMU's command line (pid %d) cannot be read: its devices cannot be compared with the memory snapshot's", s.pid)
-		}
-		now = shapeOf(argv)
-	} else {
-		l, err := m.launchFor(s.vm, "tcg") // the accelerator is not part of the shape
-		if err != nil {
-			return err
-		}
-		now = shapeOf(l.Args())
-	}
-	// the machine is not compared: spec.machine is always q35, which a
-	// QEMU resumed from a saved state names by its resolved type
-	diffs := shapeDiffs(*rec.Shape, now, true)
-	if len(diffs) > 0 {
-		return fmt.Errorf("%w: the memory snapshot holds the state of another machine than the VM has now (%s): change the spec back, or restore a disk-only snapshot", ErrSnapshotLayout, strings.Join(diffs, "; "))
-	}
-	return nil
 }

@@ -578,8 +578,13 @@ func TestRestoreMemorySnapshotOtherShape(t *testing.T) {
 	changed.Spec.Network = []NIC{{Bridge: "br0", MAC: "52:54:00:00:00:42"}}
 	s := &snapshotSession{vm: &changed, meta: meta}
 	err = m.checkSnapshotShape(s, "mem")
-	if !errors.Is(err, ErrSnapshotLayout) || !strings.Contains(err.Error(), "spec.memoryMiB") || !strings.Contains(err.Error(), "spec.network") {
-		t.Errorf("memory and a NIC changed: %v; want ErrSnapshotLayout naming spec.memoryMiB and spec.network", err)
+	var se *SnapshotShapeError
+	if !errors.As(err, &se) || !errors.Is(err, ErrSnapshotShape) || errors.Is(err, ErrSnapshotLayout) || strings.Contains(err.Error(), "disk layout") {
+		t.Fatalf("memory and a NIC changed: %v; want *SnapshotShapeError, not a disk layout error", err)
+	}
+	wantMem := fmt.Sprintf("memory %d MiB now (spec.memoryMiB), %d MiB in the snapshot", changed.Spec.MemoryMiB, v.Spec.MemoryMiB)
+	if len(se.Diffs) != 2 || se.Diffs[0] != wantMem || !strings.HasPrefix(se.Diffs[1], "NICs [") || !strings.Contains(se.Diffs[1], "52:54:00:00:00:42 (tap)] now (spec.network), [") {
+		t.Errorf("diffs %q; want %q and the NICs named", se.Diffs, wantMem)
 	}
 	if err := m.checkSnapshotShape(s, "old"); err != nil {
 		t.Errorf("a record without a shape: %v; want it not checked", err)
