@@ -311,6 +311,11 @@ func newVMGCCmd(env *Env) *cobra.Command {
 				for _, o := range items {
 					verb := map[[2]bool]string{{false, false}: "removed", {true, false}: "would remove",
 						{false, true}: "cancelled", {true, true}: "would cancel"}[[2]bool{dry, o.InQEMU()}]
+					if o.Fix != "" {
+						fix := map[bool]string{false: "fixed", true: "would fix"}[dry]
+						fmt.Fprintf(w, "%s\t%s\t(%s: %s)\n", fix, o.Path, o.What, o.Fix)
+						continue
+					}
 					if o.Kept != "" {
 						fmt.Fprintf(w, "kept\t%s\t(%s: %s)\n", o.Path, o.What, o.Kept)
 						continue

@@ -231,3 +231,73 @@ func TestIntegrationVMCloneKillRunningBackup(t *testing.T) {
 		t.Errorf("source after all: %s pid %d; want running as pid %d", e.Phase, e.PID, pid)
 	}
 }
+
+// A linked clone of a running source killed -9 once its new overlay
+// exists (live-root-<id>.qcow2; before, during or just after QEMU's
+// transaction, wherever the kill lands): gc --dry-run names what is left
+// in the source's directory, the next clone of the source cleans it up
+// (nothing left but files in use, frozen layers 0444), and the guest's
+// data is what it wrote, live and after a stop and start.
+func TestIntegrationVMCloneKillLinkedRunning(t *testing.T) {
+	g := requireGuest(t)
+	requireTool(t, "qemu-io")
+	root := vmRoot(t)
+	var src vm.Entry
+	out := v(t, root, "vm", "create", "src", "--kernel", g.kernel, "--initrd", g.initrd, "--memory", "128", "--disk", "32M",
+		"--cmdline", "console=ttyS0 quiet", "--start", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &src); err != nil {
+		t.Fatal(err)
+	}
+	waitLog(t, root, src.UID, "VIRTCON-INSTANCE-ID="+src.UID, 90*time.Second)
+	guestWrite(t, root, "src", 100, "KILLMRK1")
+	dir := filepath.Join(root, "var/lib/virtcon/vms", src.UID)
+
+	cmd := startVirt(t, root, "vm", "clone", "src", "c", "--linked")
+	killWhen(t, cmd, "the source's new overlay", func() bool {
+		l, _ := filepath.Glob(filepath.Join(dir, "live-*.qcow2"))
+		return len(l) > 0
+	})
+	var left []string
+	for _, o := range gcList(t, root) {
+		if strings.HasPrefix(o.Path, dir+"/") {
+			if !strings.Contains(o.What, "linked clone") && !strings.Contains(o.What, "second name") {
+				t.Errorf("gc --dry-run: %s listed as %q; want it said what a linked clone left", o.Path, o.What)
+			}
+			left = append(left, filepath.Base(o.Path)+" ("+o.What+o.Fix+")")
+		}
+	}
+	t.Logf("left in the source's directory after the kill: %v", left)
+	if len(left) == 0 {
+		t.Errorf("gc --dry-run lists nothing in the source's directory after the kill")
+	}
+
+	v(t, root, "vm", "clone", "src", "c2", "--linked")
+	for _, o := range gcList(t, root) {
+		if strings.HasPrefix(o.Path, dir+"/") {
+			t.Errorf("gc --dry-run after the next clone: %s (%s%s); want nothing left in the source's directory", o.Path, o.What, o.Fix)
+		}
+	}
+	frozen, _ := filepath.Glob(filepath.Join(dir, "frozen-*.qcow2"))
+	for _, f := range frozen {
+		if fi, err := os.Stat(f); err == nil && fi.Mode().Perm() != 0o444 {
+			t.Errorf("%s: mode %v after the next clone; want 0444", filepath.Base(f), fi.Mode().Perm())
+		}
+	}
+	if got := guestRead(t, root, "src", 100); got != "KILLMRK1" {
+		t.Errorf("source guest reads %q at sector 100; want KILLMRK1", got)
+	}
+	guestWrite(t, root, "src", 101, "KILLMRK2")
+	v(t, root, "vm", "stop", "src", "--force")
+	v(t, root, "vm", "start", "src")
+	waitLog(t, root, src.UID, "VIRTCON-INSTANCE-ID="+src.UID, 90*time.Second)
+	for sector, want := range map[int]string{100: "KILLMRK1", 101: "KILLMRK2"} {
+		if got := guestRead(t, root, "src", sector); got != want {
+			t.Errorf("source guest after stop and start reads %q at sector %d; want %s", got, sector, want)
+		}
+	}
+	for _, d := range []string{"disk-root.qcow2"} {
+		if o, err := exec.Command("qemu-img", "check", "-U", "-q", filepath.Join(dir, d)).CombinedOutput(); err != nil {
+			t.Errorf("qemu-img check %s: %v: %s", d, err, o)
+		}
+	}
+}

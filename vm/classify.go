@@ -396,6 +396,11 @@ type Orphan struct {
 	// Kept says why gc leaves it (a file a running QEMU holds open);
 	// empty for what gc removes.
 	Kept string `json:"kept,omitempty" yaml:"kept,omitempty"`
+	// Fix is what gc does instead of removing it (a file a linked clone
+	// cut short left in use: a mode or a name put right).
+	Fix string `json:"fix,omitempty" yaml:"fix,omitempty"`
+	// done: gc has already dealt with it (under the VM's lock)
+	done bool
 }
 
 // qemuWorkPrefix marks an orphan that is a job or block node in a QEMU
@@ -504,7 +509,7 @@ func (m *Manager) GC(ctx context.Context, dryRun bool) ([]Orphan, error) {
 	}
 	rmErrs := []error{workErr}
 	for _, o := range orphans {
-		if o.Kept != "" || o.InQEMU() {
+		if o.Kept != "" || o.InQEMU() || o.done {
 			continue
 		}
 		if tap, ok := strings.CutPrefix(o.Path, tapPrefix); ok {

@@ -127,6 +127,8 @@ func (m *Manager) Clone(ctx context.Context, src, name string, o CloneOptions) (
 		return nil, fail(err)
 	}
 	running := m.livePID(s.Metadata.UID) > 0
+	// what an earlier clone cut short left goes first (linkleft.go)
+	m.cleanLinkLeftovers(ctx, s, running)
 
 	r := revert.New()
 	defer r.Fail()

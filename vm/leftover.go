@@ -229,21 +229,24 @@ func cancelCloneJobs(ctx context.Context, mon *qmp.Monitor, prefix string) ([]st
 	return done, errors.Join(errs...)
 }
 
-// leftoverWork is gc's part of the sweep: for every running VM whose
-// lock is free (taken here: no virt works on it, so no clone of one
-// owns a job in it), the clone jobs and nodes in its QEMU, listed
-// (dryRun) or cancelled. A VM whose lock is held is left to the command
-// that holds it (its first session sweeps).
+// leftoverWork is gc's part of the sweeps, for every VM whose lock is
+// free (taken here, one try: no virt works on it, so no clone of one owns
+// what is found): the clone jobs and nodes in a running VM's QEMU, and
+// the files cut-short linked clones left in its directory (linkleft.go),
+// listed (dryRun) or cancelled, removed and repaired. A VM whose lock is
+// held is left to the command that holds it (it sweeps too).
 func (m *Manager) leftoverWork(ctx context.Context, vms []*VirtualMachine, live map[string]qemuProcess, dryRun bool) ([]Orphan, error) {
 	var out []Orphan
 	var errs []error
 	for _, vm := range vms {
 		uid, name := vm.Metadata.UID, vm.Metadata.Name
-		p, ok := live[uid]
-		if !ok {
+		p, running := live[uid]
+		lv, fz := m.linkCandidates(uid)
+		links := len(lv)+len(fz) > 0
+		if !running && !links {
 			continue
 		}
-		if st, err := m.proc.state(p.PID); err == nil && st == "T" {
+		if st, err := m.proc.state(p.PID); running && err == nil && st == "T" {
 			continue // SIGSTOPped: its QMP would not answer
 		}
 		once, cancel := context.WithCancel(ctx)
@@ -253,7 +256,7 @@ func (m *Manager) leftoverWork(ctx context.Context, vms []*VirtualMachine, live 
 			m.log.Debug("gc: the VM is locked; its own command sweeps it", "vm", name)
 			continue
 		}
-		found, err := m.leftoverWorkOf(ctx, uid, name, dryRun)
+		found, err := m.leftoverWorkOf(ctx, vm, running, links, dryRun)
 		l.Release()
 		out = append(out, found...)
 		if err != nil {
@@ -263,19 +266,47 @@ func (m *Manager) leftoverWork(ctx context.Context, vms []*VirtualMachine, live 
 	return out, errors.Join(errs...)
 }
 
-func (m *Manager) leftoverWorkOf(ctx context.Context, uid, name string, dryRun bool) ([]Orphan, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+func (m *Manager) leftoverWorkOf(ctx context.Context, vm *VirtualMachine, running, links, dryRun bool) ([]Orphan, error) {
+	uid, name := vm.Metadata.UID, vm.Metadata.Name
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	mon, err := m.dialQMPOnly(ctx, uid)
-	if err != nil {
-		if _, serr := os.Stat(m.runPath(uid, cloneJobsName)); serr != nil {
-			// no clone recorded jobs in it: nothing is known to be left
-			m.log.Debug("gc: QMP does not answer; no clone recorded jobs in this QEMU", "vm", name, "err", err)
-			return nil, nil
+	var out []Orphan
+	var q *liveChains
+	if running {
+		mon, err := m.dialQMPOnly(ctx, uid)
+		if err != nil {
+			if _, serr := os.Stat(m.runPath(uid, cloneJobsName)); serr != nil && !links {
+				// no clone recorded jobs in it: nothing is known to be left
+				m.log.Debug("gc: QMP does not answer; no clone recorded jobs in this QEMU", "vm", name, "err", err)
+				return nil, nil
+			}
+			return nil, fmt.Errorf("a clone left work in its QEMU or files in its directory, and its QEMU cannot be asked (QMP: %w)", err)
 		}
-		return nil, fmt.Errorf("an interrupted clone recorded backup jobs in its QEMU, which cannot be asked (QMP: %w)", err)
+		defer mon.Close()
+		jobs, err := m.qemuWorkOf(ctx, mon, uid, name, dryRun)
+		out = append(out, jobs...)
+		if err != nil {
+			return out, err
+		}
+		if links {
+			if q, err = readLiveChains(ctx, mon, vm.Spec.Disks); err != nil {
+				return out, err
+			}
+		}
 	}
-	defer mon.Close()
+	if !links {
+		return out, nil
+	}
+	found, err := m.linkLeftovers(ctx, vm, q, !dryRun)
+	for _, l := range found {
+		out = append(out, Orphan{UID: uid, What: l.what + " (vm " + name + ")", Path: l.path, Kept: l.kept, Fix: l.fix, done: !dryRun})
+	}
+	return out, err
+}
+
+// qemuWorkOf lists (dryRun) or cancels the clone jobs and nodes in uid's
+// QEMU.
+func (m *Manager) qemuWorkOf(ctx context.Context, mon *qmp.Monitor, uid, name string, dryRun bool) ([]Orphan, error) {
 	orphan := func(kind, id string) Orphan {
 		what := "backup job left by an interrupted clone in the QEMU of vm " + name
 		if kind == "node" {

@@ -84,6 +84,9 @@ func (m *Manager) startLocked(ctx context.Context, vm *VirtualMachine, opts Star
 	if err != nil {
 		return fmt.Errorf("vm %q: start: %w", name, err)
 	}
+	// files a linked clone cut short left (linkleft.go): the disk's name
+	// is put right before QEMU opens it
+	m.cleanLinkLeftovers(ctx, vm, false)
 	saved, err := m.prepareResume(vm, opts)
 	if err != nil {
 		return err
