@@ -81,6 +81,11 @@ type fakeVMProc struct {
 	// slowGreet delays the events socket's first greeting (QEMU not in
 	// its main loop yet)
 	slowGreet time.Duration
+	// quitExits: QMP quit on the monitor socket makes the QEMU exit (its
+	// /proc entry goes); qmp lists the monitor socket's commands but the
+	// handshake, in order
+	quitExits bool
+	qmp       []string
 
 	mu     sync.Mutex
 	conns  []net.Conn
@@ -159,6 +164,17 @@ func (f *fakeVMProc) serve(c net.Conn, events bool) {
 		}
 		if json.Unmarshal(sc.Bytes(), &cmd) != nil {
 			continue
+		}
+		if !events && cmd.Execute != "qmp_capabilities" {
+			f.mu.Lock()
+			f.qmp = append(f.qmp, cmd.Execute)
+			quit := f.quitExits && cmd.Execute == "quit"
+			f.mu.Unlock()
+			if quit {
+				fmt.Fprintln(c, `{"return":{}}`)
+				os.RemoveAll(f.proc)
+				return
+			}
 		}
 		switch cmd.Execute {
 		case "query-status":

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -46,15 +47,23 @@ the guest fresh.`,
 func newVMStopCmd(env *Env) *cobra.Command {
 	var opts vm.StopOptions
 	cmd := &cobra.Command{
-		Use:               "stop NAME",
-		Short:             "Stop a VM: ACPI power button, then QMP quit after --timeout, then SIGKILL",
+		Use:   "stop NAME",
+		Short: "Stop a VM: the ACPI power button, --timeout for the guest to power off, then (--force) end QEMU",
+		Long: `Stop a VM: press its ACPI power button and give the guest --timeout to power
+off. A guest still up then is left running and the stop fails (exit 1),
+unless --force: then QEMU is ended (QMP quit, then SIGKILL). --timeout 0
+presses no button and gives no grace: QEMU is ended at once, as virt vm kill.
+virt-director task run NODE stop-vm takes the same flags and does the same.`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: vmNames(env),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.Flags().Changed("timeout") && opts.Timeout == 0 {
-				opts.Force = true // --timeout 0: no graceful wait at all
+				opts.Now = true // --timeout 0: no power button, no grace
 			}
 			res, err := env.vms().PowerOff(cmd.Context(), args[0], opts)
+			if errors.Is(err, vm.ErrStillRunning) {
+				return fmt.Errorf("%w; --force ends QEMU once --timeout has run out, virt vm kill at once", err)
+			}
 			if err != nil {
 				return err
 			}
@@ -62,8 +71,8 @@ func newVMStopCmd(env *Env) *cobra.Command {
 			return nil
 		},
 	}
-	durationFlag(cmd.Flags(), &opts.Timeout, "timeout", vm.DefaultStopTimeout, "how long the guest gets to power off before QEMU is told to quit; 0 quits at once")
-	cmd.Flags().BoolVar(&opts.Force, "force", false, "skip the power button: quit QEMU at once (then SIGKILL)")
+	durationFlag(cmd.Flags(), &opts.Timeout, "timeout", vm.DefaultStopTimeout, "how long the guest gets to power off after the ACPI power button; 0: no button, QEMU is ended at once")
+	cmd.Flags().BoolVar(&opts.Force, "force", false, "end QEMU (quit, then SIGKILL) if the guest has not powered off by the end of --timeout; without it the guest is left running and the stop fails")
 	return cmd
 }
 

@@ -152,11 +152,18 @@ func TestVMStopSeam(t *testing.T) {
 	const acpi = "web stopped: powered off by ACPI in 1.2s\n"
 	how := func(r vm.StopResult) func(*fakeVMs) { return func(f *fakeVMs) { f.stop = r } }
 	runSeam(t, []seamCase{{
-		name:   "the guest did not power off in time: quit",
-		args:   []string{"vm", "stop", "web", "--timeout", "5s"},
+		name:   "forced, the guest did not power off in time: quit",
+		args:   []string{"vm", "stop", "web", "--timeout", "5s", "--force"},
 		script: how(vm.StopResult{How: vm.StoppedQuit, Took: 5100 * time.Millisecond}),
-		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Timeout: 5 * time.Second}}}},
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Timeout: 5 * time.Second, Force: true}}}},
 		stderr: "web stopped: the guest did not power off in 5s, so QEMU was told to quit\n",
+	}, {
+		name:   "not forced, the guest did not power off in time: left running, exit 1, the way on said",
+		args:   []string{"vm", "stop", "web", "--timeout", "5s"},
+		script: fail("PowerOff", &vm.StopTimeoutError{Name: "web", Timeout: 5 * time.Second}),
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Timeout: 5 * time.Second}}}},
+		code:   ExitError,
+		stderr: "virt: " + (&vm.StopTimeoutError{Name: "web", Timeout: 5 * time.Second}).Error() + "; --force ends QEMU once --timeout has run out, virt vm kill at once\n",
 	}, {
 		name:   "forced: quit",
 		args:   []string{"vm", "stop", "web", "--force"},
@@ -202,10 +209,17 @@ func TestVMStopSeam(t *testing.T) {
 		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Timeout: vm.DefaultStopTimeout, Force: true}}}},
 		stderr: acpi,
 	}, {
-		name:   "--timeout 0 is --force",
+		name:   "--timeout 0: now, no button",
 		args:   []string{"vm", "stop", "web", "--timeout", "0"},
-		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Force: true}}}},
-		stderr: acpi,
+		script: how(vm.StopResult{How: vm.StoppedQuit, Took: 80 * time.Millisecond}),
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Now: true}}}},
+		stderr: "web stopped: QEMU quit in 80ms\n",
+	}, {
+		name:   "--timeout 0 --force: now too",
+		args:   []string{"vm", "stop", "web", "--timeout", "0", "--force"},
+		script: how(vm.StopResult{How: vm.StoppedQuit, Took: 80 * time.Millisecond}),
+		calls:  []call{{"PowerOff", []any{"web", vm.StopOptions{Now: true, Force: true}}}},
+		stderr: "web stopped: QEMU quit in 80ms\n",
 	}, {
 		name:      "negative --timeout: usage, nothing stopped",
 		args:      []string{"vm", "stop", "web", "--timeout", "-5s"},

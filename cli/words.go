@@ -102,7 +102,7 @@ func stopWords(r vm.StopResult, opts vm.StopOptions) string {
 	case vm.StoppedACPI:
 		return fmt.Sprintf("stopped: powered off by ACPI in %s", took)
 	case vm.StoppedQuit:
-		if !opts.Force && r.Took >= opts.Timeout {
+		if opts.Force && !opts.Now && r.Took >= opts.Timeout {
 			return fmt.Sprintf("stopped: the guest did not power off in %s, so QEMU was told to quit", opts.Timeout)
 		}
 		return fmt.Sprintf("stopped: QEMU quit in %s", took)

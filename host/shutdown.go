@@ -476,9 +476,11 @@ func (s *shutdown) one(ctx context.Context, e vm.Entry, mode string, deadline, s
 		o.Note = "save failed, powered off instead: " + err.Error()
 		s.log.Warn("save failed; powering the guest off instead", "vm", e.Name, "err", err)
 	}
-	stop := vm.StopOptions{Timeout: deadline.Sub(s.now())}
+	// the power button, and QEMU ended at the deadline; at once in
+	// kill mode or when no time is left
+	stop := vm.StopOptions{Timeout: deadline.Sub(s.now()), Force: true}
 	if mode == OnShutdownKill || stop.Timeout <= 0 {
-		stop = vm.StopOptions{Force: true}
+		stop = vm.StopOptions{Now: true}
 	}
 	res, err := s.powerOff(ctx, e, stop, deadline)
 	if err != nil {
@@ -522,7 +524,7 @@ func (s *shutdown) powerOff(ctx context.Context, e vm.Entry, stop vm.StopOptions
 		s.log.Warn("the power-off ran past the shutdown's deadline; quitting", "vm", e.Name, "err", err)
 		fctx, cancel := context.WithTimeout(ctx, grace)
 		defer cancel()
-		res, ferr := s.g.PowerOff(fctx, e.UID, vm.StopOptions{Force: true})
+		res, ferr := s.g.PowerOff(fctx, e.UID, vm.StopOptions{Now: true})
 		if ferr != nil {
 			return res, fmt.Errorf("vm %q: not stopped by the shutdown's deadline and %s of grace (%v), nor quit then: %w", e.Name, grace, err, ferr)
 		}

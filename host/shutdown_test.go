@@ -129,7 +129,7 @@ func (f *fakeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptio
 	switch {
 	case g.lockHeld:
 		return vm.StopResult{}, waitLock(ctx, uid)
-	case g.interrupted && !opts.Force:
+	case g.interrupted && !opts.Now:
 		select {
 		case <-ctx.Done():
 			return vm.StopResult{}, &vm.StopInterruptedError{Name: uid, Pressed: true, Err: ctx.Err()}
@@ -138,7 +138,7 @@ func (f *fakeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptio
 		}
 	case g.stopErr != nil:
 		return vm.StopResult{}, g.stopErr
-	case opts.Force:
+	case opts.Now:
 		f.wentDown(uid)
 		return vm.StopResult{How: vm.StoppedQuit}, nil
 	case g.powerOff >= 0 && g.powerOff <= opts.Timeout:
@@ -146,7 +146,10 @@ func (f *fakeGuests) PowerOff(ctx context.Context, uid string, opts vm.StopOptio
 		f.wentDown(uid)
 		return vm.StopResult{How: vm.StoppedACPI}, nil
 	}
-	time.Sleep(opts.Timeout) // deaf, or too slow: quit at the deadline
+	time.Sleep(opts.Timeout) // deaf, or too slow: quit at the deadline, if forced
+	if !opts.Force {
+		return vm.StopResult{}, &vm.StopTimeoutError{Name: uid, Timeout: opts.Timeout}
+	}
 	f.wentDown(uid)
 	return vm.StopResult{How: vm.StoppedQuit}, nil
 }
@@ -274,11 +277,11 @@ func TestShutdownSharedDeadline(t *testing.T) {
 	if took > timeout+200*time.Millisecond {
 		t.Errorf("took %v; want about the one timeout %v, not one per guest", took, timeout)
 	}
-	if a := f.stops["uid-a-deaf"]; a.Force || a.Timeout < timeout-100*time.Millisecond || a.Timeout > timeout {
-		t.Errorf("the first guest got %+v; want about the whole %v", a, timeout)
+	if a := f.stops["uid-a-deaf"]; a.Now || !a.Force || a.Timeout < timeout-100*time.Millisecond || a.Timeout > timeout {
+		t.Errorf("the first guest got %+v; want about the whole %v, forced (QEMU ended at the deadline)", a, timeout)
 	}
 	for _, uid := range []string{"uid-b-deaf", "uid-c-quick"} {
-		if o := f.stops[uid]; !o.Force {
+		if o := f.stops[uid]; !o.Now {
 			t.Errorf("%s, whose turn came at the deadline, got %+v; want it quit at once", uid, o)
 		}
 	}
@@ -397,7 +400,7 @@ func TestShutdownKillQuitsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	for uid, o := range f.stops {
-		if !o.Force {
+		if !o.Now {
 			t.Errorf("%s: %+v; want quit at once (onShutdown: kill)", uid, o)
 		}
 	}
@@ -438,7 +441,7 @@ func TestShutdownSave(t *testing.T) {
 	}
 	for _, uid := range []string{"uid-slow", "uid-slowdeaf"} {
 		// the save had until 400ms: the power button then gets the rest
-		if o := f.stops[uid]; o.Force || o.Timeout <= 100*time.Millisecond || o.Timeout > 200*time.Millisecond {
+		if o := f.stops[uid]; o.Now || !o.Force || o.Timeout <= 100*time.Millisecond || o.Timeout > 200*time.Millisecond {
 			t.Errorf("%s, whose save ran past its time, got %+v; want the ACPI power button with about the 200ms window", uid, o)
 		}
 	}
@@ -475,7 +478,7 @@ func TestShutdownSaveTurnTooLate(t *testing.T) {
 	if got := outcomes(rep); !equalMaps(got, want) || slices.Contains(f.saves, "uid-b-late") {
 		t.Errorf("outcomes %v, saves %v; want both powered off, b-late not saved", got, f.saves)
 	}
-	if o := f.stops["uid-b-late"]; o.Force || o.Timeout <= 0 {
+	if o := f.stops["uid-b-late"]; o.Now || !o.Force || o.Timeout <= 0 {
 		t.Errorf("b-late got %+v; want the power button with what is left", o)
 	}
 }
@@ -708,7 +711,7 @@ func TestShutdownLockWaitIsBounded(t *testing.T) {
 	if took := time.Since(start); took < 250*time.Millisecond || took > 2*time.Second {
 		t.Errorf("took %v; want about the 300ms deadline spent waiting", took)
 	}
-	if rep.LockError == "" || f.stops["uid-a"].Force != true {
+	if rep.LockError == "" || !f.stops["uid-a"].Now {
 		t.Errorf("lock error %q, stop %+v; want the lock named and the guest quit at the deadline", rep.LockError, f.stops["uid-a"])
 	}
 }

@@ -31,7 +31,7 @@ func TestIntegrationVMStopInterrupted(t *testing.T) {
 	waitLog(t, root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
 	pid := entry(t, root, "i1").PID
 
-	cmd := exec.Command(virtBin, "--root", root, "vm", "stop", "i1", "--timeout", "60s")
+	cmd := exec.Command(virtBin, "--root", root, "vm", "stop", "i1", "--timeout", "60s", "--force")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {

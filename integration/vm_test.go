@@ -96,8 +96,10 @@ func TestIntegrationVMBootSeedAndGracefulStop(t *testing.T) {
 	}
 }
 
-// The deaf guest ignores the power button: stop falls back to QMP quit.
-// A SIGSTOPped QEMU answers nothing: stop falls back to SIGKILL.
+// The deaf guest ignores the power button: a stop without --force leaves
+// it running after --timeout and says so (exit 1); with --force it falls
+// back to QMP quit. A SIGSTOPped QEMU answers nothing: a stop without
+// --force leaves it so, with --force it falls back to SIGKILL.
 func TestIntegrationVMStopFallbacks(t *testing.T) {
 	g := requireGuest(t)
 	root := vmRoot(t)
@@ -105,7 +107,15 @@ func TestIntegrationVMStopFallbacks(t *testing.T) {
 	waitLog(t, root, uid, "VIRTCON-GUEST-READY", 90*time.Second)
 	pid := entry(t, root, "deaf1").PID
 	start := time.Now()
-	v(t, root, "vm", "stop", "deaf1", "--timeout", "3s")
+	left := virt(t, nil, "--root", root, "vm", "stop", "deaf1", "--timeout", "2s")
+	if took := time.Since(start); left.code != 1 || took < 2*time.Second || !strings.Contains(left.stderr, "QEMU was left running") || !strings.Contains(left.stderr, "--force") {
+		t.Errorf("stop without --force of a deaf guest: exit %d after %v, stderr %q; want exit 1 after 2s saying QEMU runs on and --force", left.code, took, left.stderr)
+	}
+	if e := entry(t, root, "deaf1"); !alive(pid) || e.PID != pid || e.Phase != vm.PhaseRunning {
+		t.Fatalf("after a stop without --force: %s pid %d (alive %v); want Running pid %d", e.Phase, e.PID, alive(pid), pid)
+	}
+	start = time.Now()
+	v(t, root, "vm", "stop", "deaf1", "--timeout", "3s", "--force")
 	took := time.Since(start)
 	t.Logf("deaf stop: %v", took)
 	if took < 3*time.Second {
@@ -130,8 +140,11 @@ func TestIntegrationVMStopFallbacks(t *testing.T) {
 	if e := entry(t, root, "deaf1"); e.Phase != vm.PhaseUnresponsive {
 		t.Errorf("SIGSTOPped QEMU listed as %s; want Unresponsive", e.Phase)
 	}
+	if r := virt(t, nil, "--root", root, "vm", "stop", "deaf1", "--timeout", "1s"); r.code != 1 || !alive(pid) || !strings.Contains(r.stderr, "stopped by a signal") {
+		t.Errorf("stop without --force of a SIGSTOPped QEMU: exit %d, alive %v, stderr %q; want exit 1, QEMU left so, the signal named", r.code, alive(pid), r.stderr)
+	}
 	start = time.Now()
-	r := virt(t, nil, "--root", root, "--log-level", "debug", "vm", "stop", "deaf1", "--timeout", "1s")
+	r := virt(t, nil, "--root", root, "--log-level", "debug", "vm", "stop", "deaf1", "--timeout", "1s", "--force")
 	t.Logf("stop of a SIGSTOPped QEMU: %v, exit %d: %s", time.Since(start), r.code, r.stderr)
 	if alive(pid) {
 		t.Errorf("SIGSTOPped QEMU pid %d survived stop", pid)
@@ -194,13 +207,13 @@ func TestIntegrationVMKillVirtMidOperation(t *testing.T) {
 		if n := len(qemuPIDsUnder(filepath.Join(root, "run/virtcon/vms", uid))); n != 1 {
 			t.Fatalf("%d QEMU processes after restart; want 1", n)
 		}
-		v(t, root, "vm", "stop", "k1", "--timeout", "1s")
+		v(t, root, "vm", "stop", "k1", "--timeout", "1s", "--force")
 	}
 
 	// kill virt during a stop that waits for a deaf guest
 	v(t, root, "vm", "start", "k1")
 	pid := entry(t, root, "k1").PID
-	cmd := exec.Command(virtBin, "--root", root, "vm", "stop", "k1", "--timeout", "30s")
+	cmd := exec.Command(virtBin, "--root", root, "vm", "stop", "k1", "--timeout", "30s", "--force")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +226,7 @@ func TestIntegrationVMKillVirtMidOperation(t *testing.T) {
 	if e := entry(t, root, "k1"); e.Phase != vm.PhaseRunning || e.PID != pid {
 		t.Errorf("after killed stop: %s pid %d; want Running pid %d", e.Phase, e.PID, pid)
 	}
-	v(t, root, "vm", "stop", "k1", "--timeout", "1s")
+	v(t, root, "vm", "stop", "k1", "--timeout", "1s", "--force")
 	if alive(pid) {
 		t.Error("a new stop did not finish the job")
 	}

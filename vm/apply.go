@@ -294,7 +294,9 @@ func (m *Manager) Apply(ctx context.Context, in *VirtualMachine) (*ApplyResult, 
 	case vm.Spec.Running && !alive:
 		err = m.Start(ctx, vm.Metadata.UID)
 	case !vm.Spec.Running && alive:
-		err = m.Stop(ctx, vm.Metadata.UID, StopOptions{Timeout: DefaultStopTimeout})
+		// running: false is reached whatever the guest does: the power
+		// button, then QEMU ended after the default grace
+		err = m.Stop(ctx, vm.Metadata.UID, StopOptions{Timeout: DefaultStopTimeout, Force: true})
 	}
 	if err != nil {
 		return res, err

@@ -14,14 +14,42 @@ import (
 // power button when the caller names no timeout.
 const DefaultStopTimeout = 60 * time.Second
 
-// StopOptions tune Stop.
+// StopOptions say how Stop takes a VM down. This is the one definition of
+// a stop: every face (virt vm stop, the director's stop-vm, the DCUI, a
+// host shutdown) chooses among its three kinds, as libvirt and
+// Proxmox do:
+//
+//   - the zero value, a shutdown: the ACPI power button, then up to
+//     Timeout for the guest to power off; a guest still up then is left
+//     running, untouched, and the stop fails with *StopTimeoutError
+//     (virsh shutdown; qm shutdown --timeout);
+//   - Force: the same shutdown, and when Timeout runs out QEMU is ended
+//     (QMP quit, then SIGKILL) (qm shutdown --forceStop --timeout);
+//   - Now: no power button and no grace: QEMU is ended at once (virsh
+//     destroy; qm stop; virt vm kill).
 type StopOptions struct {
-	// Timeout is how long the guest gets to power off after the ACPI
-	// power button; zero is DefaultStopTimeout (the zero StopOptions is
-	// the gentle stop). No graceful wait at all is Force.
+	// Timeout is the grace: how long the guest gets to power off after
+	// the ACPI power button. Zero is DefaultStopTimeout; with Now it
+	// must be zero (there is no grace).
 	Timeout time.Duration
-	// Force skips the power button: quit, then SIGKILL.
+	// Force ends QEMU (quit, then SIGKILL) when the guest has not
+	// powered off by the end of the grace. Without it such a guest runs
+	// on and the stop fails with *StopTimeoutError.
 	Force bool
+	// Now skips the power button and the grace: QEMU is ended at once
+	// (quit, then SIGKILL), Force or not.
+	Now bool
+}
+
+// check refuses options that contradict each other.
+func (o StopOptions) check() error {
+	switch {
+	case o.Timeout < 0:
+		return invalid(fieldErr("timeout", o.Timeout.String(), "must not be negative"))
+	case o.Now && o.Timeout != 0:
+		return invalid(fieldErr("timeout", o.Timeout.String(), "a stop now has no grace: give no timeout with it"))
+	}
+	return nil
 }
 
 // How a VM went down (StopResult.How).
@@ -43,10 +71,11 @@ type StopResult struct {
 	Took time.Duration
 }
 
-// Stop powers the VM off: ACPI powerdown, wait up to the timeout, then QMP
-// quit, then SIGKILL of the verified PID. A paused guest is resumed first
-// (and one suspended to RAM woken): neither sees the power button.
-// Sockets are removed, logs kept.
+// Stop takes the VM down as opts say (see StopOptions): the ACPI power
+// button and up to the timeout for the guest, then, when forced, QMP quit
+// and SIGKILL of the verified PID. A paused guest is resumed first (and
+// one suspended to RAM woken): neither sees the power button. Sockets are
+// removed, logs kept.
 func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error {
 	_, err := m.PowerOff(ctx, ref, opts)
 	return err
@@ -56,16 +85,18 @@ func (m *Manager) Stop(ctx context.Context, ref string, opts StopOptions) error 
 // saved state (only spec.running changes); a running VM's saved state,
 // left behind by a resume that could not remove it, is stale and goes.
 //
-// Only opts.Timeout escalates a graceful stop to quit and SIGKILL: when
-// ctx ends first, PowerOff returns a *StopInterruptedError (wrapping
-// ctx.Err()) and leaves QEMU alone. A forced stop is not interrupted.
+// Only opts.Timeout escalates a forced stop to quit and SIGKILL: when ctx
+// ends first, PowerOff returns a *StopInterruptedError (wrapping
+// ctx.Err()) and leaves QEMU alone. A stop now is not interrupted. A stop
+// that is not forced never ends QEMU: a guest still up after the timeout
+// is a *StopTimeoutError.
 func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (res StopResult, err error) {
 	start := time.Now()
 	res = StopResult{How: StoppedNotRunning}
-	if opts.Timeout < 0 {
-		return res, invalid(fieldErr("timeout", opts.Timeout.String(), "must not be negative"))
+	if err := opts.check(); err != nil {
+		return res, err
 	}
-	if opts.Timeout == 0 {
+	if opts.Timeout == 0 && !opts.Now {
 		opts.Timeout = DefaultStopTimeout
 	}
 	vm, l, err := m.lockedVM(ctx, ref)
@@ -97,11 +128,15 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 		res.How = StoppedQuit
 	}
 	if st, _ := m.proc.state(pid); pid > 0 && st == "T" {
-		// a stopped (SIGSTOP) QEMU can answer neither the power button nor quit
+		// a stopped (SIGSTOP) QEMU can answer neither the power button nor
+		// quit: only a stop that may end QEMU ends it, and at once
+		if !opts.Force && !opts.Now {
+			return res, fmt.Errorf("vm %q: stop: QEMU (pid %d) is stopped by a signal and cannot see the ACPI power button; it was left so (only a forced stop ends it): %w", name, pid, ErrStillRunning)
+		}
 		m.log.Warn("QEMU is stopped by a signal; killing it", "vm", name, "pid", pid)
-		opts.Force = true
+		opts.Now = true
 	}
-	if pid > 0 && !opts.Force {
+	if pid > 0 && !opts.Now {
 		err := m.qmpDo(ctx, uid, powerdown)
 		switch {
 		case err != nil && ctx.Err() != nil:
@@ -111,12 +146,16 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 			return res, &StopInterruptedError{Name: name, Err: ctx.Err()}
 		case errors.Is(err, errNoGuest):
 			m.log.Info("the guest never started; quitting", "vm", name)
+		case err != nil && !opts.Force:
+			return res, fmt.Errorf("vm %q: stop: the ACPI power button: %w; QEMU was left running (only a forced stop ends it)", name, err)
 		case err != nil:
 			m.log.Warn("ACPI powerdown failed; will quit", "vm", name, "err", err)
 		case m.waitGone(ctx, pid, uid, opts.Timeout):
 			pid, res.How = 0, StoppedACPI
 		case ctx.Err() != nil:
 			return res, &StopInterruptedError{Name: name, Pressed: true, Err: ctx.Err()}
+		case !opts.Force:
+			return res, &StopTimeoutError{Name: name, Timeout: opts.Timeout}
 		default:
 			m.log.Warn("guest did not power off in time; sending quit", "vm", name, "timeout", opts.Timeout)
 		}
@@ -140,6 +179,25 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 	}
 	return res, m.store.save(vm)
 }
+
+// ErrStillRunning: a stop that was not forced left QEMU running, the guest
+// not powered off (*StopTimeoutError, or a QEMU stopped by a signal).
+var ErrStillRunning = errors.New("the guest is still running")
+
+// StopTimeoutError is a stop without Force whose guest had not powered
+// off when its timeout ran out: QEMU was neither quit nor killed. As with
+// an interrupted stop, spec.running is already false: the guest may yet
+// power off on its own, and a forced stop finishes the job.
+type StopTimeoutError struct {
+	Name    string
+	Timeout time.Duration
+}
+
+func (e *StopTimeoutError) Error() string {
+	return fmt.Sprintf("vm %q: stop: the guest did not power off within %s of the ACPI power button; QEMU was left running (only a forced stop ends it; spec.running is false)", e.Name, e.Timeout)
+}
+
+func (e *StopTimeoutError) Unwrap() error { return ErrStillRunning }
 
 // StopInterruptedError is a graceful stop whose ctx ended before the
 // guest powered off (and before its timeout): nothing was escalated to
@@ -200,7 +258,7 @@ func (m *Manager) deleteTAPs(ctx context.Context, vm *VirtualMachine) {
 
 // Kill stops the VM at once with SIGKILL.
 func (m *Manager) Kill(ctx context.Context, ref string) error {
-	return m.Stop(ctx, ref, StopOptions{Force: true, Timeout: time.Nanosecond})
+	return m.Stop(ctx, ref, StopOptions{Now: true})
 }
 
 // killVerified sends SIGKILL to pid only if it still is our QEMU, and

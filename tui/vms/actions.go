@@ -104,7 +104,7 @@ func (a action) cli(name string) string {
 	case actStop:
 		return "virt vm stop " + n
 	case actForceStop:
-		return "virt vm stop --force " + n
+		return "virt vm stop --timeout 0 " + n
 	case actReboot:
 		return "virt vm reboot " + n
 	case actDelete:
@@ -242,7 +242,7 @@ func (m *Model) run(a action, e vm.Entry) tea.Cmd {
 		case actStop:
 			err = mgr.Stop(ctx, ref, vm.StopOptions{Timeout: stopGrace})
 		case actForceStop:
-			err = mgr.Stop(ctx, ref, vm.StopOptions{Force: true})
+			err = mgr.Stop(ctx, ref, vm.StopOptions{Now: true})
 		case actReboot:
 			err = mgr.Reboot(ctx, ref)
 		case actDelete:
