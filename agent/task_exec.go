@@ -80,12 +80,20 @@ func execStartVM(ctx context.Context, env *taskEnv, t *directorv1.StartVM) (*dir
 }
 
 func execStopVM(ctx context.Context, env *taskEnv, t *directorv1.StopVM) (*directorv1.TaskResult, error) {
-	res, err := env.Host.VMs.PowerOff(ctx, t.GetVm(), vm.StopOptions{Timeout: time.Duration(t.GetTimeoutMs()) * time.Millisecond, Force: t.GetForce()})
+	res, err := env.Host.VMs.PowerOff(ctx, t.GetVm(), stopOptions(t))
 	if err != nil {
 		return nil, err
 	}
 	env.Log.Info("vm stopped", "vm", t.GetVm(), "how", res.How, "took", res.Took.Round(time.Millisecond))
 	return vmResult(ctx, env, t.GetVm(), res.How), nil
+}
+
+// stopOptions is the stop the task asks for, as the proto defines its
+// fields: force ends QEMU after the grace (it no longer skips the power
+// button: an old director meant the grace, as its help said), now skips
+// the button and the grace.
+func stopOptions(t *directorv1.StopVM) vm.StopOptions {
+	return vm.StopOptions{Timeout: time.Duration(t.GetTimeoutMs()) * time.Millisecond, Force: t.GetForce(), Now: t.GetNow()}
 }
 
 func execRebootVM(ctx context.Context, env *taskEnv, t *directorv1.RebootVM) (*directorv1.TaskResult, error) {

@@ -19,9 +19,9 @@ import (
 // and the host's vm.Manager, against a fake QEMU whose guest ignores the
 // power button (invRig: a fake /proc entry and QMP sockets): force
 // presses the button first and ends QEMU when timeout_ms has run out;
-// without force the task fails and QEMU runs on. Fails without the fix:
-// the agent took force to skip the button (QMP "quit" alone), and a stop
-// without force quit too.
+// without force the task fails and QEMU runs on; now (field 4) ends it at
+// once, no button. Fails without the fix: the agent took force to skip
+// the button (QMP "quit" alone), and a stop without force quit too.
 func TestTaskStopVM(t *testing.T) {
 	t.Parallel()
 	f := startFakeSessions(t)
@@ -47,6 +47,8 @@ func TestTaskStopVM(t *testing.T) {
 			"system_powerdown,quit", vm.StoppedQuit},
 		{"no force: the button, the grace, QEMU left running", &directorv1.StopVM{TimeoutMs: grace.Milliseconds()},
 			"system_powerdown", ""},
+		{"now (with force, as a director sends it): quit, no button", &directorv1.StopVM{Force: true, Now: true},
+			"quit", vm.StoppedQuit},
 	}
 	for i, tt := range tests {
 		q := r.start(uid, 94100+i)
@@ -71,7 +73,7 @@ func TestTaskStopVM(t *testing.T) {
 		if got != tt.commands {
 			t.Errorf("%s: QMP commands %s; want %s", tt.name, got, tt.commands)
 		}
-		if took < grace {
+		if !tt.stop.GetNow() && took < grace {
 			t.Errorf("%s: the task ended after %v; want the grace of %v first", tt.name, took, grace)
 		}
 		e, err := h.VMs.Peek(context.Background(), uid)

@@ -400,7 +400,8 @@ spec:
 	}
 
 	// A deaf guest ignores ACPI: stop-vm waits out --timeout and fails,
-	// QEMU left running; with --force QEMU then quits.
+	// QEMU left running; with --force QEMU then quits; with --timeout 0
+	// there is no ACPI wait at all.
 	succeeded(node, "create-vm", "-f", manifest("deaf", kernel, deaf))
 	deafUp := func() vm.Entry {
 		t.Helper()
@@ -426,6 +427,17 @@ spec:
 	}
 	if e, _ := local("deaf"); e.Phase != vm.PhaseStopped || alive(d.PID) {
 		t.Fatalf("deaf after stop-vm --force: %s, old pid %d alive %v; want Stopped", e.Phase, d.PID, alive(d.PID))
+	}
+	d = deafUp()
+	tk, r := task(node, "stop-vm", "deaf", "--timeout", "0")
+	if r.code != 0 || tk.Phase != "Succeeded" || r.elapsed > 20*time.Second {
+		t.Fatalf("stop-vm --timeout 0 of a deaf guest: exit %d, %s in %v; want 0, Succeeded, no ACPI wait\nstderr: %s", r.code, tk.Phase, r.elapsed, r.stderr)
+	}
+	if tk.Result == nil || tk.Result.VM == nil || tk.Result.VM.StopHow == vm.StoppedACPI || tk.Result.VM.StopHow == "" {
+		t.Errorf("stop-vm --timeout 0 of a deaf guest: result %+v; want a stopHow other than acpi", tk.Result)
+	}
+	if e, _ := local("deaf"); e.Phase != vm.PhaseStopped || alive(d.PID) {
+		t.Fatalf("deaf after stop-vm --timeout 0: %s, old pid %d alive %v; want Stopped", e.Phase, d.PID, alive(d.PID))
 	}
 	succeeded(node, "delete-vm", "deaf")
 

@@ -481,13 +481,25 @@ func (x *StartVM) GetVm() string {
 	return ""
 }
 
+// StopVM is vm.StopOptions on the wire: the ACPI power button and up to
+// timeout_ms for the guest to power off; a guest still up then runs on
+// and the task fails, unless force: then QEMU is ended (quit, then
+// SIGKILL). now skips the button and the wait. The task's result says
+// how the VM went down (VMResult.stop_how).
 type StopVM struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Vm    string                 `protobuf:"bytes,1,opt,name=vm,proto3" json:"vm,omitempty"`
-	// timeout_ms bounds the guest's ACPI shutdown; 0 is the host's default.
+	// timeout_ms is the guest's grace after the ACPI power button; 0 is the
+	// host's default (vm.DefaultStopTimeout, 60 s). With now it is 0.
 	TimeoutMs int64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	// force ends QEMU when the guest does not power off in time.
-	Force         bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	// force ends QEMU when the guest has not powered off by the end of the
+	// grace. Without it QEMU is never ended (now aside). Agents before
+	// field 4 took force to skip the power button (issue 21, item 9).
+	Force bool `protobuf:"varint,3,opt,name=force,proto3" json:"force,omitempty"`
+	// now skips the power button and the grace: QEMU is ended at once. A
+	// director sends force with it, so that an agent older than this field
+	// (which ignores it and took force to skip the button) does the same.
+	Now           bool `protobuf:"varint,4,opt,name=now,proto3" json:"now,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -539,6 +551,13 @@ func (x *StopVM) GetTimeoutMs() int64 {
 func (x *StopVM) GetForce() bool {
 	if x != nil {
 		return x.Force
+	}
+	return false
+}
+
+func (x *StopVM) GetNow() bool {
+	if x != nil {
+		return x.Now
 	}
 	return false
 }
@@ -1623,12 +1642,13 @@ const file_virtcon_director_v1_task_proto_rawDesc = "" +
 	"\bmanifest\x18\x01 \x01(\fR\bmanifest\x12/\n" +
 	"\x13director_generation\x18\x02 \x01(\tR\x12directorGeneration\"\x19\n" +
 	"\aStartVM\x12\x0e\n" +
-	"\x02vm\x18\x01 \x01(\tR\x02vm\"M\n" +
+	"\x02vm\x18\x01 \x01(\tR\x02vm\"_\n" +
 	"\x06StopVM\x12\x0e\n" +
 	"\x02vm\x18\x01 \x01(\tR\x02vm\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12\x14\n" +
-	"\x05force\x18\x03 \x01(\bR\x05force\"\x1a\n" +
+	"\x05force\x18\x03 \x01(\bR\x05force\x12\x10\n" +
+	"\x03now\x18\x04 \x01(\bR\x03now\"\x1a\n" +
 	"\bRebootVM\x12\x0e\n" +
 	"\x02vm\x18\x01 \x01(\tR\x02vm\"0\n" +
 	"\bDeleteVM\x12\x0e\n" +

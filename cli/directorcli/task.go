@@ -82,8 +82,8 @@ run the same command again with --id ID (a task id is stored once).`,
 	fl.Var(duration.NewValue(&o.Deadline, 0), "deadline", "the task may take `D`, delivery included (default: the kind's)")
 	fl.StringVar(&o.ID, "id", "", "the task's `UUID` (default: a new one); again after an ambiguous failure, the task runs at most once")
 	fl.StringVarP(&o.File, "file", "f", "", "create-vm, apply-network: the manifest `FILE` (- for stdin)")
-	fl.Var(duration.NewValue(&o.Timeout, 0), "timeout", "stop-vm: the guest has `D` to power off (default: the host's)")
-	fl.BoolVar(&o.Force, "force", false, "stop-vm: end QEMU when the guest does not power off in time; delete-vm: stop a running VM first")
+	fl.Var(duration.NewValue(&o.Timeout, 0), "timeout", "stop-vm: the guest has `D` to power off after the ACPI power button (default: the host's, 60s); 0: no button, QEMU is ended at once")
+	fl.BoolVar(&o.Force, "force", false, "stop-vm: end QEMU (quit, then SIGKILL) if the guest has not powered off by the end of --timeout, else it is left running and the task fails; delete-vm: stop a running VM first")
 	fl.StringVar(&o.Name, "name", "", "pull-image: the image's `NAME` in the node's store")
 	fl.StringVar(&o.SHA256, "sha256", "", "pull-image: the sha256 (`HEX`) the download must have")
 	fl.Var(duration.NewValue(&o.Trial, 0), "trial", "apply-network: the node has `D` to reconnect over the new configuration before it rolls back (default 2m)")
@@ -135,7 +135,7 @@ func (e *Env) taskRequest(cmd *cobra.Command, o *taskRunOptions, args []string) 
 		}
 		id = u.String()
 	}
-	in := kindInput{args: rest, o: o}
+	in := kindInput{args: rest, o: o, timeoutSet: cmd.Flags().Changed("timeout")}
 	if slices.Contains(k.flags, "file") {
 		want := "VirtualMachine"
 		if k.name == "apply-network" {

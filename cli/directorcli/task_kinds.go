@@ -49,6 +49,9 @@ type kindInput struct {
 	args []string
 	o    *taskRunOptions
 	body []byte
+	// timeoutSet: --timeout was given (for stop-vm, 0 is then "at once",
+	// not the host's default)
+	timeoutSet bool
 }
 
 // kindSpec is one task kind as task run takes it: its positional
@@ -80,7 +83,7 @@ var kindSpecs = []kindSpec{
 			return &directorv1.Task{Kind: &directorv1.Task_StartVm{StartVm: &directorv1.StartVM{Vm: in.args[0]}}}, nil
 		}},
 	{name: taskkind.StopVM, args: []string{"NAME"}, flags: []string{"timeout", "force"},
-		short: "stop a VM: ACPI power-off within --timeout, then (--force) end QEMU",
+		short: "stop a VM: the ACPI power button, --timeout for the guest to power off, then (--force) end QEMU; --timeout 0: at once",
 		deadline: func(o *taskRunOptions) time.Duration {
 			if o.Timeout > 0 {
 				return o.Timeout + time.Minute
@@ -88,8 +91,13 @@ var kindSpecs = []kindSpec{
 			return 5 * time.Minute
 		},
 		build: func(in kindInput) (*directorv1.Task, error) {
-			return &directorv1.Task{Kind: &directorv1.Task_StopVm{StopVm: &directorv1.StopVM{Vm: in.args[0],
-				TimeoutMs: in.o.Timeout.Milliseconds(), Force: in.o.Force}}}, nil
+			s := &directorv1.StopVM{Vm: in.args[0], TimeoutMs: in.o.Timeout.Milliseconds(), Force: in.o.Force}
+			if in.timeoutSet && in.o.Timeout == 0 {
+				// no button, no grace (virt vm stop --timeout 0); force
+				// too, for an agent older than now (it took force for it)
+				s.Now, s.Force = true, true
+			}
+			return &directorv1.Task{Kind: &directorv1.Task_StopVm{StopVm: s}}, nil
 		}},
 	{name: taskkind.RebootVM, args: []string{"NAME"}, short: "reboot a running VM", deadline: fixed(5 * time.Minute),
 		build: func(in kindInput) (*directorv1.Task, error) {

@@ -347,6 +347,12 @@ func TestTaskRunRequests(t *testing.T) {
 			&directorv1.Task{DeadlineInMs: 5 * min, Kind: &directorv1.Task_StopVm{StopVm: &directorv1.StopVM{Vm: "web"}}}},
 		{"stop-vm force timeout", []string{"stop-vm", "web", "--timeout", "20s", "--force"}, "",
 			&directorv1.Task{DeadlineInMs: 80_000, Kind: &directorv1.Task_StopVm{StopVm: &directorv1.StopVM{Vm: "web", TimeoutMs: 20_000, Force: true}}}},
+		// --timeout 0 is virt vm stop's: at once (force too, which an
+		// agent older than now took for it), not the host's default
+		{"stop-vm timeout 0", []string{"stop-vm", "web", "--timeout", "0"}, "",
+			&directorv1.Task{DeadlineInMs: 5 * min, Kind: &directorv1.Task_StopVm{StopVm: &directorv1.StopVM{Vm: "web", Force: true, Now: true}}}},
+		{"stop-vm timeout 0 force", []string{"stop-vm", "web", "--timeout", "0s", "--force"}, "",
+			&directorv1.Task{DeadlineInMs: 5 * min, Kind: &directorv1.Task_StopVm{StopVm: &directorv1.StopVM{Vm: "web", Force: true, Now: true}}}},
 		{"reboot-vm", []string{"reboot-vm", "web"}, "",
 			&directorv1.Task{DeadlineInMs: 5 * min, Kind: &directorv1.Task_RebootVm{RebootVm: &directorv1.RebootVM{Vm: "web"}}}},
 		{"delete-vm", []string{"delete-vm", "web", "--force"}, "",
