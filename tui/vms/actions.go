@@ -2,6 +2,7 @@ package vms
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -241,6 +242,11 @@ func (m *Model) run(a action, e vm.Entry) tea.Cmd {
 			err = mgr.Start(ctx, ref)
 		case actStop:
 			err = mgr.Stop(ctx, ref, vm.StopOptions{Timeout: stopGrace})
+			if errors.Is(err, vm.ErrStillRunning) {
+				// the way on first: the core's words follow, and the
+				// status line is one screen wide
+				err = fmt.Errorf("%s still runs, not powered off (f: force stop ends it): %w", name, err)
+			}
 		case actForceStop:
 			err = mgr.Stop(ctx, ref, vm.StopOptions{Now: true})
 		case actReboot:

@@ -66,6 +66,7 @@ type fakeManager struct {
 	entries []vm.Entry
 	listErr error
 	err     error         // returned by every action
+	stopErr error         // returned by Stop alone
 	delay   time.Duration // every call sleeps this long
 	calls   []call
 }
@@ -95,7 +96,10 @@ func (f *fakeManager) Start(ctx context.Context, ref string) error {
 	return f.record(ctx, call{op: "start", ref: ref})
 }
 func (f *fakeManager) Stop(ctx context.Context, ref string, o vm.StopOptions) error {
-	return f.record(ctx, call{op: "stop", ref: ref, opts: o})
+	if err := f.record(ctx, call{op: "stop", ref: ref, opts: o}); err != nil {
+		return err
+	}
+	return f.stopErr
 }
 func (f *fakeManager) Reboot(ctx context.Context, ref string) error {
 	return f.record(ctx, call{op: "reboot", ref: ref})
@@ -427,6 +431,18 @@ func TestActionErrorVerbatim(t *testing.T) {
 	}
 	if len(m.busy) != 0 {
 		t.Errorf("busy = %v after the action ended; want empty", m.busy)
+	}
+}
+
+// A stop that leaves the guest running (it did not power off within the
+// grace) says so with the way on first, then the core's words.
+func TestStopLeftRunning(t *testing.T) {
+	coreErr := &vm.StopTimeoutError{Name: "web-01", Timeout: 60 * time.Second}
+	f := &fakeManager{entries: fakeEntries(), stopErr: coreErr}
+	m := loaded(t, term.Plain, f, writer())
+	keysTo(t, m, "o")
+	if want := "[FAIL] web-01 still runs, not powered off (f: force stop ends it)"; !strings.Contains(screen(m), want) {
+		t.Errorf("screen lacks %q:\n%s", want, screen(m))
 	}
 }
 
