@@ -23,6 +23,7 @@ func wordError(err error) error {
 		network  *vm.UnknownNetworkError
 		saved    *vm.SavedStateError
 		scope    *vm.ScopeError
+		netns    *vm.NetnsError
 	)
 	switch {
 	case err == nil:
@@ -43,6 +44,14 @@ func wordError(err error) error {
 		return fmt.Errorf("%w (virt net show)", err)
 	case errors.As(err, &saved):
 		return fmt.Errorf("%w; nothing was started: virt vm start --discard-saved %s boots it fresh, losing what it had in RAM", err, saved.Name)
+	case errors.As(err, &netns) && netns.Err == nil:
+		switch {
+		case netns.QEMU.Name != "":
+			return fmt.Errorf("%w (run it there: ip netns exec %s virt vm %s …)", err, netns.QEMU.Name, netns.Op)
+		case netns.QEMU.Host:
+			return fmt.Errorf("%w (run it in the host's namespace, not under ip netns exec)", err)
+		}
+		return fmt.Errorf("%w (run it there: nsenter --net=/proc/%d/ns/net virt vm %s …)", err, netns.PID, netns.Op)
 	case errors.As(err, &scope):
 		return fmt.Errorf("%w (systemd runs here, and a VM outside its own scope would die with the unit that started it: see virt host check's vm.scopes and systemctl status %s)", err, scope.Unit)
 	}

@@ -26,6 +26,9 @@ func TestWordError(t *testing.T) {
 		{fmt.Errorf("start: %w", &vm.UnknownNetworkError{Network: "lab"}), "(virt net show)", nil},
 		{&vm.ScopeError{Name: "a", Unit: "virtcon-vm-u1.scope", Err: errors.New("no bus")}, "vm.scopes and systemctl status virtcon-vm-u1.scope", vm.ErrScope},
 		{fielderr.New(vm.ErrInvalid, &fielderr.FieldError{Field: "spec.cloudInit.userData", Msg: "x", Kind: vm.ErrUserDataMask}), "virt vm show --show-secrets prints the user data", vm.ErrInvalid},
+		{&vm.NetnsError{VM: "a", Op: "nic detach", PID: 7, Ours: vm.Netns{ID: "net:[1]", Host: true}, QEMU: vm.Netns{ID: "net:[2]", Name: "lab"}}, "(run it there: ip netns exec lab virt vm nic detach …)", vm.ErrOtherNetns},
+		{&vm.NetnsError{VM: "a", Op: "nic add", PID: 7, Ours: vm.Netns{ID: "net:[2]", Name: "lab"}, QEMU: vm.Netns{ID: "net:[1]", Host: true}}, "(run it in the host's namespace, not under ip netns exec)", vm.ErrOtherNetns},
+		{&vm.NetnsError{VM: "a", Op: "nic add", PID: 7, Ours: vm.Netns{ID: "net:[1]"}, QEMU: vm.Netns{ID: "net:[2]"}}, "(run it there: nsenter --net=/proc/7/ns/net virt vm nic add …)", vm.ErrOtherNetns},
 	}
 	for _, tt := range tests {
 		got := wordError(tt.err)

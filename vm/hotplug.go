@@ -525,6 +525,10 @@ func (m *Manager) AddNIC(ctx context.Context, ref string, o NICAddOptions) (*Hot
 	r := revert.New()
 	defer r.Fail()
 	if s != nil {
+		// its TAP goes where QEMU is, and is made where virt is
+		if err := m.checkNetns(name, "nic add", pid); err != nil {
+			return nil, err
+		}
 		if err := m.recordHotplug(uid, pid, "nic "+n.MAC+" added"); err != nil {
 			return nil, fmt.Errorf("vm %q: nic add: %w", name, err)
 		}
@@ -630,6 +634,10 @@ func (m *Manager) DetachNIC(ctx context.Context, ref, nic string, o NICDetachOpt
 	nics := pinMACs(uid, vm.Spec.Network)
 	n := nics[i]
 	if s != nil {
+		// its TAP, and those renamed after it, are where QEMU is
+		if err := m.checkNetns(name, "nic detach", pid); err != nil {
+			return nil, err
+		}
 		if err := m.recordHotplug(uid, pid, "nic "+n.MAC+" detached"); err != nil {
 			return nil, fmt.Errorf("vm %q: nic detach: %w", name, err)
 		}

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -600,5 +602,69 @@ func TestResizeDiskLiveHotpluggedUnderOverlay(t *testing.T) {
 	}
 	if want := `{"node-name":"ov-0123abcd-1","size":16777216}`; args != want {
 		t.Errorf("block_resize %s; want %s", args, want)
+	}
+}
+
+// A live NIC change asked from another network namespace than the VM's
+// QEMU's is refused before anything changes: a detach there said
+// "detached" and left the TAP on its bridge (it deleted no TAP where
+// virt ran, and renamed none). A namespace that cannot be read is refused
+// too (fail closed).
+func TestNICChangeFromAnotherNetns(t *testing.T) {
+	t.Parallel()
+	const other = "net:[4026532999]"
+	for _, tt := range []struct {
+		name   string
+		move   func(t *testing.T, f *hotFixture) // where virt and QEMU are
+		want   []string
+		wantIs error
+	}{
+		{"QEMU elsewhere", func(t *testing.T, f *hotFixture) { fakeNetns(t, filepath.Dir(f.q.proc), strconv.Itoa(f.q.pid), other) },
+			[]string{"virt runs in network namespace " + testNetns + ", the VM's QEMU (pid ", ") and its TAPs in " + other + "; nothing changed"}, ErrOtherNetns},
+		{"virt elsewhere", func(t *testing.T, f *hotFixture) { fakeNetns(t, filepath.Dir(f.q.proc), "self", other) },
+			[]string{"virt runs in network namespace " + other + ", the VM's QEMU (pid ", "its TAPs in " + testNetns}, ErrOtherNetns},
+		{"QEMU's unreadable", func(t *testing.T, f *hotFixture) { os.RemoveAll(filepath.Join(f.q.proc, "ns")) },
+			[]string{"cannot tell the network namespace of its QEMU (pid ", "no such file"}, os.ErrNotExist},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newHotFixture(t, "running", nil)
+			rn := &recordingNet{}
+			f.m.opts.Net = rn
+			v := f.load(t)
+			v.Spec.Network = []NIC{{Bridge: "br0", MAC: "52:54:00:00:00:01", Model: "virtio"}, {Bridge: "br0", MAC: "52:54:00:00:00:02", Model: "virtio"}}
+			if err := f.m.store.save(v); err != nil {
+				t.Fatal(err)
+			}
+			tt.move(t, f)
+			ctx := context.Background()
+			for op, call := range map[string]func() error{
+				"nic detach": func() error {
+					_, err := f.m.DetachNIC(ctx, "web", "0", NICDetachOptions{Timeout: 100 * time.Millisecond})
+					return err
+				},
+				"nic add": func() error { _, err := f.m.AddNIC(ctx, "web", NICAddOptions{Bridge: "br0"}); return err },
+			} {
+				err := call()
+				var ne *NetnsError
+				if !errors.As(err, &ne) || !errors.Is(err, ErrOtherNetns) || !errors.Is(err, tt.wantIs) || !strings.HasPrefix(err.Error(), `vm "web": `+op+": ") {
+					t.Fatalf("%s: got %v; want a NetnsError (ErrOtherNetns, %v) for %s", op, err, tt.wantIs, op)
+				}
+				for _, w := range tt.want {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("%s: got %q; want it to contain %q", op, err, w)
+					}
+				}
+			}
+			if got := rn.got(); len(got) != 0 {
+				t.Errorf("TAPs: got %q; want none touched", got)
+			}
+			if got := f.mon.gotString(); strings.Contains(got, "device_del") || strings.Contains(got, "netdev_") || strings.Contains(got, "device_add") {
+				t.Errorf("QMP: got %s; want no device or netdev command", got)
+			}
+			if got := f.load(t); len(got.Spec.Network) != 2 || got.Metadata.Generation != v.Metadata.Generation {
+				t.Errorf("spec: network %+v generation %d; want both NICs, generation %d", got.Spec.Network, got.Metadata.Generation, v.Metadata.Generation)
+			}
+		})
 	}
 }

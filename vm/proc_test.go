@@ -39,6 +39,29 @@ func fakeProcStat(t *testing.T, root string, pid int, stat string, argv ...strin
 	if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// a fake /proc is of one network namespace (ours, "self", too) unless
+	// a test moves a process (fakeNetns)
+	fakeNetns(t, root, strconv.Itoa(pid), testNetns)
+	if _, err := os.Lstat(filepath.Join(root, "self", "ns", "net")); err != nil {
+		fakeNetns(t, root, "self", testNetns)
+	}
+}
+
+// testNetns is the network namespace of a fake /proc's processes.
+const testNetns = "net:[4026531840]"
+
+// fakeNetns puts process pid ("self": virt) of the fake /proc at root in
+// network namespace id (its ns/net link).
+func fakeNetns(t *testing.T, root, pid, id string) {
+	t.Helper()
+	dir := filepath.Join(root, pid, "ns")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, "net"))
+	if err := os.Symlink(id, filepath.Join(dir, "net")); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func qemuArgv(uid string, extra ...string) []string {
