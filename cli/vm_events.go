@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -48,8 +47,11 @@ QEMU keeps no event history: what happened before the command connected is
 not shown. Without --follow the command waits for the next event, prints it
 and exits (a script's "wait until the VM does something"); with --follow it
 prints every event until interrupted or until every followed VM's QEMU has
-exited. VMs started after the command are not followed.
+exited. VMs started after the command are not followed. A QEMU that ends
+without a SHUTDOWN event (killed -9, crashed) is an error once the others
+are done: "QEMU ended without SHUTDOWN", exit 1.
 
+Times are QEMU's, in RFC 3339 with 6 digits of fractional seconds (one width).
 -o json prints one JSON object per line ({"uid","name","event","at","data"}),
 -o yaml one document per event. The events come from the VM's own QMP event
 socket (qmp-watch.sock), so the agent's inventory, which reads another one,
@@ -115,7 +117,7 @@ func writeEvent(w io.Writer, format string, e vm.Event, first bool) error {
 	if done, err := renderStreamed(w, format, e, first); done {
 		return err
 	}
-	_, err := fmt.Fprintf(textOnly{w}, "%s  %s  %s%s\n", e.At.Local().Format(time.RFC3339Nano), e.Name, e.Event, eventDetails(e.Data))
+	_, err := fmt.Fprintf(textOnly{w}, "%s  %s  %s%s\n", e.At.Local().Format(vm.EventTimeFormat), e.Name, e.Event, eventDetails(e.Data))
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -201,5 +202,43 @@ func TestVMEventsTable(t *testing.T) {
 	}
 	if f.eventRefs[0] != "web" {
 		t.Errorf("Events refs = %v; want [web]", f.eventRefs)
+	}
+}
+
+// Event times have a fixed width in every format: microseconds, always 6
+// digits (a time.Time writes .25 or nothing at all for a whole second).
+func TestVMEventsFixedWidthTimes(t *testing.T) {
+	at := time.Date(2026, 12, 1, 23, 0, 0, 0, time.UTC)
+	var evs []vm.Event
+	for _, ns := range []int{0, 250000000, 123456000, 100} {
+		evs = append(evs, vm.Event{UID: webUID, Name: "web", Event: "RESET", At: at.Add(time.Duration(ns))})
+	}
+	timeRE := regexp.MustCompile(`\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)`)
+	for _, format := range []string{"table", "json", "yaml"} {
+		t.Run(format, func(t *testing.T) {
+			f := &fakeStats{fakeVMs: newFakeVMs(), events: evs}
+			out, errOut, code := runStats(t, f, "vm", "events", "web", "--follow", "-o", format)
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			times := timeRE.FindAllString(out, -1)
+			if len(times) != len(evs) {
+				t.Fatalf("times %q in %q; want %d", times, out, len(evs))
+			}
+			for _, tm := range times {
+				if m := timeRE.FindStringSubmatch(tm); len(m[1]) != 7 {
+					t.Errorf("time %q: want 6 digits of fractional seconds (output %q)", tm, out)
+				}
+				if len(tm) != len(times[0]) {
+					t.Errorf("times %q: want one width", times)
+				}
+			}
+			if format == "json" {
+				var e vm.Event
+				if err := json.Unmarshal([]byte(strings.SplitN(out, "\n", 2)[0]), &e); err != nil || !e.At.Equal(at) {
+					t.Errorf("first line read back: %+v, %v; want at %s", e, err, at)
+				}
+			}
+		})
 	}
 }

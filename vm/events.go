@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -22,6 +23,32 @@ type Event struct {
 	At    time.Time      `json:"at" yaml:"at"`
 	Data  map[string]any `json:"data,omitempty" yaml:"data,omitempty"`
 }
+
+// EventTimeFormat is how an event's time is written (JSON, YAML, the
+// table): RFC 3339 with microseconds, QEMU's resolution, always 6 digits,
+// so that lines align and sort as text.
+const EventTimeFormat = "2006-01-02T15:04:05.000000Z07:00"
+
+// eventOut is an Event as written: its time in EventTimeFormat (a
+// time.Time marshals with as many digits as it needs: .25, .250001).
+type eventOut struct {
+	UID   string         `json:"uid" yaml:"uid"`
+	Name  string         `json:"name" yaml:"name"`
+	Event string         `json:"event" yaml:"event"`
+	At    string         `json:"at" yaml:"at"`
+	Data  map[string]any `json:"data,omitempty" yaml:"data,omitempty"`
+}
+
+func (e Event) out() eventOut {
+	return eventOut{UID: e.UID, Name: e.Name, Event: e.Event, At: e.At.Format(EventTimeFormat), Data: e.Data}
+}
+
+// MarshalJSON writes the event with its time in EventTimeFormat; it reads
+// back into an Event (RFC 3339).
+func (e Event) MarshalJSON() ([]byte, error) { return json.Marshal(e.out()) }
+
+// MarshalYAML writes the event with its time in EventTimeFormat.
+func (e Event) MarshalYAML() (any, error) { return e.out(), nil }
 
 // A VM's QMP event sockets. QEMU serves one client per socket: the
 // agent's inventory follows the events socket, and `virt vm events` the
@@ -111,7 +138,8 @@ type EventsOptions struct {
 // running VM of ours) and calls f with each, one call at a time, until
 // ctx ends or every followed VM's QEMU has gone. A named VM that does
 // not run is ErrNotRunning; one whose event sockets all have readers is
-// ErrEventsBusy. Nothing from before the connection is replayed: QEMU
+// ErrEventsBusy; a QEMU that went without SHUTDOWN is a QEMUEndedError
+// (returned once every other VM's QEMU has gone too, or ctx ended). Nothing from before the connection is replayed: QEMU
 // keeps no event history.
 func (m *Manager) Events(ctx context.Context, refs []string, o EventsOptions, f func(Event)) error {
 	vms, err := m.statsTargets(refs)
@@ -158,7 +186,10 @@ func (m *Manager) Events(ctx context.Context, refs []string, o EventsOptions, f 
 					firstEr = err
 				}
 				errMu.Unlock()
-				cancel()
+				var ended *QEMUEndedError
+				if !errors.As(err, &ended) {
+					cancel() // a QEMU that ended leaves the other VMs' events going
+				}
 			}
 		}()
 	}
@@ -177,17 +208,50 @@ func (m *Manager) Events(ctx context.Context, refs []string, o EventsOptions, f 
 	return firstEr
 }
 
+// ErrQEMUEnded is wrapped by a QEMUEndedError: a followed VM's QEMU went
+// without a SHUTDOWN event (killed -9, or it crashed).
+var ErrQEMUEnded = errors.New("QEMU ended without SHUTDOWN")
+
+// QEMUEndedError is a followed VM's event stream that ended without the
+// SHUTDOWN event every orderly end of QEMU sends (a guest power-off, a
+// quit, SIGTERM): its QEMU was killed or crashed.
+type QEMUEndedError struct {
+	VM  string
+	PID int // 0: not known
+}
+
+func (e *QEMUEndedError) Error() string {
+	if e.PID > 0 {
+		return fmt.Sprintf("vm %q: events: %s (pid %d: killed, or it crashed)", e.VM, ErrQEMUEnded, e.PID)
+	}
+	return fmt.Sprintf("vm %q: events: %s (killed, or it crashed)", e.VM, ErrQEMUEnded)
+}
+
+func (e *QEMUEndedError) Unwrap() error { return ErrQEMUEnded }
+
 // followVM reads one VM's events from its watch socket, or its events
-// socket when the watch socket is busy or absent.
+// socket when the watch socket is busy or absent. A stream that ends
+// before ctx without a SHUTDOWN is a QEMUEndedError.
 func (m *Manager) followVM(ctx context.Context, uid, name string, connected func(), f func(Event)) error {
 	o := FollowOptions{Logger: m.log, DialFor: 0, DialTimeout: 500 * time.Millisecond, Connected: connected}
+	pid := m.livePID(uid)
+	shutdown := false
+	see := func(e Event) {
+		if e.Event == "SHUTDOWN" {
+			shutdown = true
+		}
+		f(e)
+	}
 	var errs []error
 	for _, sock := range []string{m.runPath(uid, watchSockName), m.runPath(uid, evtSockName)} {
 		if _, err := os.Stat(sock); err != nil {
 			continue
 		}
-		err := FollowEvents(ctx, sock, uid, name, o, f)
+		err := FollowEvents(ctx, sock, uid, name, o, see)
 		if err == nil {
+			if ctx.Err() == nil && !shutdown {
+				return &QEMUEndedError{VM: name, PID: pid}
+			}
 			return nil
 		}
 		errs = append(errs, err)

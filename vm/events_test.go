@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -98,6 +99,8 @@ func TestEvents(t *testing.T) {
 		{"watch socket held: the events socket", "held", "serve", []string{"RESET", "SHUTDOWN"}, nil},
 		{"a VM started before the watch socket", "", "serve", []string{"RESET", "SHUTDOWN"}, nil},
 		{"both held", "held", "held", nil, ErrEventsBusy},
+		// QEMU killed -9 sends no SHUTDOWN: the stream just ends
+		{"ended without SHUTDOWN", "serve", "serve", []string{"RESET"}, ErrQEMUEnded},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -109,7 +112,7 @@ func TestEvents(t *testing.T) {
 				path := m.runPath(uid, sock)
 				switch how {
 				case "serve":
-					serveEvents(t, path, &eventServer{events: []string{"RESET", "SHUTDOWN"}})
+					serveEvents(t, path, &eventServer{events: tt.want})
 				case "held":
 					serveEvents(t, path, &eventServer{hold: true})
 					// the other reader, connected first
@@ -132,7 +135,10 @@ func TestEvents(t *testing.T) {
 			if !errors.Is(err, tt.wantErr) {
 				t.Fatalf("Events: %v; want %v", err, tt.wantErr)
 			}
-			if tt.wantErr != nil {
+			if errors.Is(err, ErrQEMUEnded) && !strings.Contains(err.Error(), `vm "web": events: QEMU ended without SHUTDOWN (pid `) {
+				t.Errorf("Events: %q; want it to name the VM and its QEMU's pid", err)
+			}
+			if tt.wantErr != nil && tt.want == nil {
 				return
 			}
 			if len(ready) != 1 || ready[0] != "web" {
