@@ -82,8 +82,8 @@ first: a drive is not hot-plugged).`,
 func renderCDROM(env *Env, ch *vm.CDROMChange, what string) error {
 	return render(env.IO.Out, env.Output, ch, func(w io.Writer) error {
 		switch {
-		case what == "ejected" && ch.Previous == "" && !ch.Live:
-			fmt.Fprintf(w, "%s: the CD drive is empty\n", ch.Name)
+		case what == "ejected" && ch.AlreadyEmpty:
+			fmt.Fprintf(w, "%s: the CD drive is already empty (nothing changed)\n", ch.Name)
 			return nil
 		case what == "ejected":
 			fmt.Fprintf(w, "%s: ejected %s", ch.Name, dash(ch.Previous))

@@ -122,6 +122,10 @@ func TestVMCDROMCommands(t *testing.T) {
 	if v := showSpec(t, root, "inst"); v.Spec.CDROM == nil || v.Spec.CDROM.ISO != "" || v.Metadata.Generation != gen+1 {
 		t.Errorf("after eject: cdrom %+v, generation %d; want an empty drive, %d", v.Spec.CDROM, v.Metadata.Generation, gen+1)
 	}
+	// again: a no-op that says so (it printed "ejected -" on a running VM)
+	if out := mustRun(t, "--root", root, "vm", "cdrom", "eject", "inst"); out != "inst: the CD drive is already empty (nothing changed)\n" {
+		t.Errorf("eject of an empty drive: %q; want it to say the drive is already empty", out)
+	}
 	var ch vm.CDROMChange
 	if err := json.Unmarshal([]byte(mustRun(t, "--root", root, "vm", "cdrom", "insert", "inst", b, "-o", "json")), &ch); err != nil {
 		t.Fatal(err)

@@ -108,14 +108,17 @@ type CDROMChange struct {
 	// opened regardless.
 	Forced bool `json:"forced,omitempty" yaml:"forced,omitempty"`
 	// Added: the stopped VM had no CD drive; one was added to its spec.
-	Added      bool  `json:"added,omitempty" yaml:"added,omitempty"`
-	Generation int64 `json:"generation" yaml:"generation"`
+	Added bool `json:"added,omitempty" yaml:"added,omitempty"`
+	// AlreadyEmpty: an eject of a drive that held nothing (in the spec
+	// and, running, in QEMU): nothing changed, not even the tray.
+	AlreadyEmpty bool  `json:"alreadyEmpty,omitempty" yaml:"alreadyEmpty,omitempty"`
+	Generation   int64 `json:"generation" yaml:"generation"`
 }
 
 // EjectCDROM empties the VM's CD drive: on a running VM through QMP (the
 // tray is forced open if the guest locked it), and in the spec
 // (spec.cdrom.iso ""; the drive stays, so an installed VM keeps its
-// device layout). Ejecting an empty drive changes nothing.
+// device layout). Ejecting an empty drive changes nothing (AlreadyEmpty).
 func (m *Manager) EjectCDROM(ctx context.Context, ref string) (*CDROMChange, error) {
 	return m.changeCDROM(ctx, ref, "eject", "")
 }
@@ -153,12 +156,14 @@ func (m *Manager) changeCDROM(ctx context.Context, ref, op, iso string) (*CDROMC
 		ch.Added = true
 	}
 	realised := live && vm.Status.ObservedGeneration == vm.Metadata.Generation
+	specISO := ch.Previous
+	liveHad := ""
 	if live {
 		ch.Live = true
 		var forced bool
 		err := m.qmpDo(ctx, uid, func(ctx context.Context, mon *qmp.Monitor) error {
 			var err error
-			forced, err = setMedium(ctx, mon, iso)
+			forced, liveHad, err = setMedium(ctx, mon, iso)
 			return err
 		})
 		if err != nil {
@@ -170,8 +175,12 @@ func (m *Manager) changeCDROM(ctx context.Context, ref, op, iso string) (*CDROMC
 			return nil, fmt.Errorf("vm %q: cdrom %s: %w", name, op, err)
 		}
 		ch.Forced = forced
+		if ch.Previous == "" {
+			ch.Previous = liveHad // a spec change not realised yet
+		}
 	}
-	if !ch.Added && ch.Previous == iso {
+	if !ch.Added && specISO == iso {
+		ch.AlreadyEmpty = iso == "" && ch.Previous == ""
 		return ch, nil // the spec has it already (the live drive now too)
 	}
 	prev := vm.Spec.CDROM
@@ -184,7 +193,7 @@ func (m *Manager) changeCDROM(ctx context.Context, ref, op, iso string) (*CDROMC
 		if live && prev != nil {
 			// the drive goes back to what the spec still says
 			if rerr := m.qmpDo(context.WithoutCancel(ctx), uid, func(ctx context.Context, mon *qmp.Monitor) error {
-				_, err := setMedium(ctx, mon, prev.ISO)
+				_, _, err := setMedium(ctx, mon, prev.ISO)
 				return err
 			}); rerr != nil {
 				err = errors.Join(err, fmt.Errorf("the running VM's drive was changed and could not be changed back: %w", rerr))
@@ -228,12 +237,25 @@ func cdromBlock(ctx context.Context, mon *qmp.Monitor) (*cdBlockInfo, error) {
 // opened with force: the host's operator decides what is in the drive,
 // as with a physical eject button held down (forced says the guest had
 // locked it). An insert closes the tray again, so the guest sees the
-// new medium.
-func setMedium(ctx context.Context, mon *qmp.Monitor, iso string) (forced bool, err error) {
+// new medium. had is the file the drive held before ("" : none); an
+// eject of an empty drive does nothing (its tray stays as it is).
+func setMedium(ctx context.Context, mon *qmp.Monitor, iso string) (forced bool, had string, err error) {
 	b, err := cdromBlock(ctx, mon)
 	if err != nil {
-		return false, err
+		return false, "", err
 	}
+	if b.Inserted != nil {
+		had = b.Inserted.File
+	}
+	if iso == "" && b.Inserted == nil {
+		return false, "", nil
+	}
+	forced, err = setTray(ctx, mon, b, iso)
+	return forced, had, err
+}
+
+// setTray opens b's tray, takes its medium out and puts iso in ("": none).
+func setTray(ctx context.Context, mon *qmp.Monitor, b *cdBlockInfo, iso string) (forced bool, err error) {
 	forced = b.Locked
 	if err := mon.Execute(ctx, "blockdev-open-tray", map[string]any{"id": CDROMDeviceID, "force": true}, nil); err != nil {
 		return forced, fmt.Errorf("QMP blockdev-open-tray: %w", err)

@@ -240,6 +240,31 @@ func TestCDROMRunning(t *testing.T) {
 		t.Errorf("after a live eject: cdrom %+v, generation %d observed %d; want empty, realised", got.Spec.CDROM, got.Metadata.Generation, got.Status.ObservedGeneration)
 	}
 
+	// ejecting the empty drive again: nothing changes, not even its tray
+	args = nil
+	mon = serveMonitor(t, m.runPath(uid, qmpSockName), cdromMonitor(true, false, "", &args))
+	if ch, err = m.EjectCDROM(ctx, "inst"); err != nil {
+		t.Fatal(err)
+	}
+	if !ch.Live || !ch.AlreadyEmpty || ch.Previous != "" || ch.Generation != got.Metadata.Generation {
+		t.Errorf("eject of an empty drive = %+v; want live, already empty, generation %d", ch, got.Metadata.Generation)
+	}
+	if got, want := mon.gotString(), "query-block"; got != want {
+		t.Errorf("QMP commands ejecting an empty drive: %s; want %s (the tray left alone)", got, want)
+	}
+	// the spec says empty but QEMU's drive holds an ISO (a change not
+	// realised): ejected, and said so by its file
+	mon = serveMonitor(t, m.runPath(uid, qmpSockName), cdromMonitor(true, false, iso, &args))
+	if ch, err = m.EjectCDROM(ctx, "inst"); err != nil {
+		t.Fatal(err)
+	}
+	if ch.AlreadyEmpty || ch.Previous != iso {
+		t.Errorf("eject of a drive QEMU still has %s in = %+v; want it ejected, previous %s", iso, ch, iso)
+	}
+	if got, want := mon.gotString(), "query-block,blockdev-open-tray,blockdev-remove-medium"; got != want {
+		t.Errorf("QMP commands: %s; want %s", got, want)
+	}
+
 	args = nil
 	mon = serveMonitor(t, m.runPath(uid, qmpSockName), cdromMonitor(true, false, "", &args))
 	if ch, err = m.InsertCDROM(ctx, "inst", other); err != nil {
