@@ -29,9 +29,15 @@ type Stats struct {
 	// whether there was a window (two reads of /proc/PID/stat).
 	CPUPercent float64 `json:"cpuPercent" yaml:"cpuPercent"`
 	CPUKnown   bool    `json:"cpuKnown" yaml:"cpuKnown"`
+	// CPUResolutionPercent is what one clock tick (1/USER_HZ s of CPU
+	// time, the kernel's unit) is over the window: CPU figures move in
+	// steps of it (4 in a one-shot's 250 ms, 1 in 1 s); 0 when unknown.
+	CPUResolutionPercent float64 `json:"cpuResolutionPercent" yaml:"cpuResolutionPercent"`
 	// VCPUs are the vCPU threads' shares of CPUPercent ("CPU n/TCG" or
 	// "CPU n/KVM" threads, QEMU's -name debug-threads=on), by vCPU index;
-	// empty when unknown.
+	// empty when unknown. A thread never shows more than its process: the
+	// two are read a moment apart, a tick's difference at most, so a
+	// thread's figure is capped at the process's.
 	VCPUs []VCPUStats `json:"vcpus,omitempty" yaml:"vcpus,omitempty"`
 	// RSSBytes is the QEMU process's resident memory (VmRSS); 0 unknown.
 	RSSBytes int64 `json:"rssBytes" yaml:"rssBytes"`
@@ -210,17 +216,27 @@ func (s *StatsSampler) cpu(st *Stats, pid int) {
 		return
 	}
 	st.CPUPercent, st.CPUKnown = pct, true
-	st.VCPUs = nil
+	st.CPUResolutionPercent, _ = cpuPercent(0, 1, cur.at.Sub(prev.at))
+	st.VCPUs = vcpuShares(prev, cur, pct)
+}
+
+// vcpuShares are the vCPU threads' CPU % between two readings of one
+// process whose own was pct, each at most pct: a thread's ticks are read
+// after the process's, so a thread can count a tick its process's reading
+// did not have yet (8 % against 4 % in a 250 ms window).
+func vcpuShares(prev, cur cpuSample, pct float64) []VCPUStats {
+	var out []VCPUStats
 	for idx, t := range cur.vcpus {
 		p, ok := prev.vcpus[idx]
 		if !ok || p.tid != t.tid {
 			continue
 		}
 		if v, ok := cpuPercent(p.ticks, t.ticks, cur.at.Sub(prev.at)); ok {
-			st.VCPUs = append(st.VCPUs, VCPUStats{Index: idx, TID: t.tid, CPUPercent: v})
+			out = append(out, VCPUStats{Index: idx, TID: t.tid, CPUPercent: min(v, pct)})
 		}
 	}
-	sortVCPUs(st.VCPUs)
+	sortVCPUs(out)
+	return out
 }
 
 func sortVCPUs(v []VCPUStats) {

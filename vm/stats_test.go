@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
@@ -163,6 +164,28 @@ func TestCPUSampleThreads(t *testing.T) {
 	}
 }
 
+// A vCPU thread never shows more CPU than its whole process: read a
+// moment after the process, it can count a tick more (one tick is 4 % in
+// a 250 ms window).
+func TestVCPUSharesCapped(t *testing.T) {
+	at := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	prev := cpuSample{pid: 9, at: at, total: 100, vcpus: map[int]threadTicks{0: {tid: 10, ticks: 50}, 1: {tid: 11, ticks: 40}, 2: {tid: 12, ticks: 1}}}
+	cur := cpuSample{pid: 9, at: at.Add(250 * time.Millisecond), total: 101, vcpus: map[int]threadTicks{
+		0: {tid: 10, ticks: 52}, // 2 ticks: 8 %, its process 4 %
+		1: {tid: 11, ticks: 40}, // idle
+		2: {tid: 13, ticks: 9},  // another thread on the index: no window
+	}}
+	pct, _ := cpuPercent(prev.total, cur.total, cur.at.Sub(prev.at))
+	got := vcpuShares(prev, cur, pct)
+	want := []VCPUStats{{Index: 0, TID: 10, CPUPercent: 4}, {Index: 1, TID: 11, CPUPercent: 0}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("vcpuShares = %+v; want %+v (capped at the process's %v %%)", got, want, pct)
+	}
+	if res, _ := cpuPercent(0, 1, 250*time.Millisecond); res != 4 {
+		t.Errorf("one tick over 250 ms = %v %%; want 4", res)
+	}
+}
+
 // TestSamplerWindow: the first reading of a process has no CPU %, the
 // second the use between them; a reused PID (another starttime) starts
 // again.
@@ -190,6 +213,9 @@ func TestSamplerWindow(t *testing.T) {
 	s.cpu(&st, 9)
 	if !st.CPUKnown || st.CPUPercent < 40 || st.CPUPercent > 110 {
 		t.Errorf("second reading: %v known %v; want about 100", st.CPUPercent, st.CPUKnown)
+	}
+	if r := st.CPUResolutionPercent; r <= 0 || r > 20 || st.CPUPercent/r < 4.5 || st.CPUPercent/r > 5.5 {
+		t.Errorf("second reading: resolution %v %%; want one tick over the window of at least 50 ms (%v %% is 5 ticks)", r, st.CPUPercent)
 	}
 	st = Stats{UID: "u"}
 	time.Sleep(10 * time.Millisecond)
