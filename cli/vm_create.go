@@ -60,6 +60,12 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 			}
 			v.Spec.MemoryMiB = mib
 			for _, n := range networks {
+				if strings.EqualFold(n, vm.NoNetwork) {
+					if len(networks) > 1 {
+						return &UsageError{fmt.Errorf("--network %s (user-mode networking) cannot be given with other --network NICs", n)}
+					}
+					continue // no NIC in the spec: QEMU's user-mode NIC
+				}
 				nic, err := parseNIC(n)
 				if err != nil {
 					return &UsageError{fmt.Errorf("--network %q: %w", n, err)}
@@ -154,7 +160,7 @@ func newVMCreateCmd(env *Env) *cobra.Command {
 	f.IntVar(&startupOrder, "startup-order", 0, fmt.Sprintf("its place in the boot's starts: lower first, then by name (0 to %d)", vm.MaxStartupOrder))
 	durationFlag(f, &startupDelay, "startup-delay", 0, "wait this long before starting it at boot (at most 1h)")
 	f.StringArrayVar(&labels, "label", nil, "label key=value (repeatable)")
-	f.StringArrayVar(&networks, "network", nil, "a NIC on a VM network of network.yaml (NAME) or on a host bridge (bridge=BR), optionally ,mac=M,model=virtio|e1000 (repeatable; none: user-mode networking)")
+	f.StringArrayVar(&networks, "network", nil, "a NIC on a VM network of network.yaml (NAME) or on a host bridge (bridge=BR), optionally ,mac=M,model=virtio|e1000 (repeatable; none, as without --network: QEMU user-mode networking, outbound only)")
 	_ = cmd.RegisterFlagCompletionFunc("image", imageNames(env))
 	_ = cmd.RegisterFlagCompletionFunc("network", nicTargets(env))
 	_ = cmd.RegisterFlagCompletionFunc("accel", cobra.FixedCompletions([]string{"auto", "kvm", "tcg"}, cobra.ShellCompDirectiveNoFileComp))

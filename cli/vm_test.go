@@ -83,6 +83,9 @@ func TestVMCreateRefuses(t *testing.T) {
 		{"negative CPUs", []string{"c2", "--cpus", "-2"}, []string{"--cpus -2", "at least 1"}},
 		{"network and bridge", []string{"n1", "--network", "default,bridge=br0"}, []string{"--network", "exactly one"}},
 		{"network unknown key", []string{"n2", "--network", "bridge=br0,vlan=4"}, []string{"--network", `"vlan"`}},
+		// none is user-mode networking, which is no NIC of its own
+		{"none with a NIC", []string{"n3", "--network", "none", "--network", "default"}, []string{"--network none (user-mode networking) cannot be given with other --network NICs"}},
+		{"network=none", []string{"n4", "--network", "network=none"}, []string{`spec.network[0].network: is no network: leave spec.network out for QEMU user-mode networking`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,6 +116,16 @@ func TestVMCreateSizesAndNICs(t *testing.T) {
 		if !strings.Contains(out, `"memoryMiB": `+tt.want) {
 			t.Errorf("--memory %s: show has no memoryMiB %s:\n%s", tt.memory, tt.want, out)
 		}
+	}
+	// --network none is what its help says: user-mode networking, no NIC
+	// in the spec (it was a NIC on a network "none", failing at start)
+	createdUID(t, root, kernel, "usermode", "--network", "none")
+	var um vm.VirtualMachine
+	if err := json.Unmarshal([]byte(mustRun(t, "--root", root, "vm", "show", "usermode", "-o", "json")), &um); err != nil {
+		t.Fatal(err)
+	}
+	if len(um.Spec.Network) != 0 {
+		t.Errorf("--network none: spec.network %+v; want none (user-mode)", um.Spec.Network)
 	}
 	uid := createdUID(t, root, kernel, "nics", "--network", "default", "--network", "bridge=br0,mac=52:54:00:aa:bb:cc,model=e1000")
 	var v vm.VirtualMachine

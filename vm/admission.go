@@ -395,6 +395,8 @@ func validate(vm, stored *VirtualMachine, lim Limits) error {
 			add(fieldErr(f, n.Bridge+n.Network, "give exactly one of bridge or network"))
 		case n.Bridge != "" && !ifNameRE.MatchString(n.Bridge):
 			add(fieldErr(f+".bridge", n.Bridge, "must be an interface name (1-15 letters, digits, '.', '-', '_')"))
+		case isNoNetwork(n.Network):
+			add(fieldErr(f+".network", n.Network, noNetworkMsg))
 		case n.Network != "":
 			add(ValidateName(f+".network", n.Network))
 		}
@@ -413,6 +415,15 @@ func validate(vm, stored *VirtualMachine, lim Limits) error {
 	}
 	return nil
 }
+
+// NoNetwork ("none") names no VM network: the user-mode networking a VM
+// without spec.network gets (virt vm create --network none asks for it);
+// as a NIC's network it is refused at admission, not at the next start.
+const NoNetwork = "none"
+
+const noNetworkMsg = "is no network: leave spec.network out for QEMU user-mode networking (outbound only)"
+
+func isNoNetwork(network string) bool { return strings.EqualFold(network, NoNetwork) }
 
 // Bounds of spec.startup.
 const (

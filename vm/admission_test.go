@@ -315,6 +315,7 @@ func TestValidateFields(t *testing.T) {
 		{"nothing to boot", func(v *VirtualMachine) { v.Spec.Disks = []Disk{{Name: "data", Size: "1G"}} }, testLimits, false, "spec", "nothing to boot"},
 		{"nic with bridge and network", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Bridge: "br0", Network: "lan", Model: "virtio"}} }, testLimits, false, "spec.network[0]", `"br0lan"`},
 		{"nic with neither", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Model: "virtio"}} }, testLimits, false, "spec.network[0]", "exactly one"},
+		{"nic on network none", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Network: "None", Model: "virtio"}} }, testLimits, false, "spec.network[0].network", `is no network: leave spec.network out for QEMU user-mode networking (outbound only) (got "None")`},
 		{"nic bridge name too long", func(v *VirtualMachine) { v.Spec.Network = []NIC{{Bridge: "br-0123456789abcdef", Model: "virtio"}} }, testLimits, false, "spec.network[0].bridge", `"br-0123456789abcdef"`},
 		{"nic multicast mac", func(v *VirtualMachine) {
 			v.Spec.Network = []NIC{{Bridge: "br0", MAC: "01:00:5e:00:00:01", Model: "virtio"}}

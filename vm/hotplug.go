@@ -466,6 +466,8 @@ func validateNICAdd(uid string, spec *Spec, o NICAddOptions) (NIC, error) {
 		add(fieldErr(f, n.Bridge+n.Network, "give exactly one of a network or a bridge"))
 	case n.Bridge != "" && !ifNameRE.MatchString(n.Bridge):
 		add(fieldErr(f+".bridge", n.Bridge, "must be an interface name (1-15 letters, digits, '.', '-', '_')"))
+	case isNoNetwork(n.Network):
+		add(fieldErr(f+".network", n.Network, noNetworkMsg))
 	case n.Network != "":
 		add(ValidateName(f+".network", n.Network))
 	}

@@ -127,6 +127,7 @@ func TestValidateNICAdd(t *testing.T) {
 		{"generated MAC skips the user-mode NIC's", &Spec{}, NICAddOptions{Bridge: "br0"}, NIC{Bridge: "br0", MAC: MACFor(testUID, 1), Model: "virtio"}, ""},
 		{"both network and bridge", spec, NICAddOptions{Network: "lan", Bridge: "br0"}, NIC{}, "give exactly one of a network or a bridge"},
 		{"neither", spec, NICAddOptions{}, NIC{}, "give exactly one"},
+		{"network none", spec, NICAddOptions{Network: "none"}, NIC{}, `spec.network[2].network: is no network`},
 		{"bad bridge", spec, NICAddOptions{Bridge: "a bridge name too long"}, NIC{}, `spec.network[2].bridge: must be an interface name (1-15 letters, digits, '.', '-', '_') (got "a bridge name too long")`},
 		{"bad model", spec, NICAddOptions{Bridge: "br0", Model: "rtl8139"}, NIC{}, `spec.network[2].model: must be virtio or e1000 (got "rtl8139")`},
 		{"multicast MAC", spec, NICAddOptions{Bridge: "br0", MAC: "01:00:5e:00:00:01"}, NIC{}, `spec.network[2].mac: must be a unicast Ethernet address like 52:54:00:12:34:56 (got "01:00:5e:00:00:01")`},
