@@ -201,6 +201,21 @@ func TestVMEdit(t *testing.T) {
 		}
 	})
 
+	t.Run("an unknown field and a bad value: both reported", func(t *testing.T) {
+		dir := t.TempDir()
+		t.Setenv("EDITOR", fakeEditor(t, dir, `s/cpus: 2/cpus: -3\n  colour: blue/`, "EMPTY"))
+		_, errOut, code := run(t, "--root", root, "vm", "edit", "ed")
+		if code != 0 || !strings.Contains(errOut, "edit cancelled") {
+			t.Errorf("exit %d: %s", code, errOut)
+		}
+		second := readSeen(t, dir, 1)
+		for _, w := range []string{"spec.colour: unknown field", "spec.cpus: must be at least 1 (got -3)"} {
+			if !strings.Contains(second, w) {
+				t.Errorf("the reopened file lacks %q (only the unknown field was reported):\n%s", w, second)
+			}
+		}
+	})
+
 	t.Run("new user data applied, not shown in the diff", func(t *testing.T) {
 		dir := t.TempDir()
 		t.Setenv("EDITOR", fakeEditor(t, dir, `s/userData: .*/userData: "#cloud-config\\nhostname: other-secret\\n"/`))
