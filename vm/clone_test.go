@@ -444,6 +444,14 @@ func TestCloneRevert(t *testing.T) {
 			if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
 				t.Fatal(err)
 			}
+			if tc.linked {
+				// a linked clone writes its overlays itself (createOverlay)
+				// but leaves those it cannot lay out to qemu-img: the
+				// data disk is made one, so that the wrapper fails it
+				if out, err := exec.Command(real, "resize", "-q", m.diskPath(src.Metadata.UID, "data"), "5T").CombinedOutput(); err != nil {
+					t.Fatalf("qemu-img resize: %v: %s", err, out)
+				}
+			}
 			m.opts.QEMUImg = wrapper
 			before := dirState(t, sdir)
 			n := len(dirEntries(t, filepath.Join(m.layout().StateDir(), "vms")))

@@ -13,7 +13,9 @@ import (
 // command, against a full `virt vm clone` of the same VM in the same run
 // (QEMU's backup job while it runs, qemu-img convert once stopped), and
 // against virt-clone (virtinst) of an equivalent shut-off libvirt domain
-// where libvirt answers and virt-clone is installed.
+// where libvirt answers and virt-clone is installed; a linked clone of
+// the stopped VM also against `qemu-img create -b` of an overlay on its
+// disk, the least such a clone does (target: at most 2x).
 func cloneBench(virt, guestDir string, n int) (failed bool) {
 	r := newRig(virt, guestDir, "vm clone", "vcc")
 	if r == nil {
@@ -48,7 +50,7 @@ func cloneBench(virt, guestDir string, n int) (failed bool) {
 	linkedRun := timeClones("l", n, "--linked")
 	fullRun := timeClones("f", full)
 	r.run("vm", "kill", "cb")
-	linkedStop := timeClones("ls", n, "--linked")
+	linkedStop, create := linkedVsCreate(r, disk[0], n)
 	fullStop := timeClones("fs", full)
 	lm := median(linkedRun)
 	verdict := "ok"
@@ -64,8 +66,39 @@ func cloneBench(virt, guestDir string, n int) (failed bool) {
 	}
 	row("virt vm clone (full, stop)", fullStop, fsRatio, vs)
 	row("virt vm clone --linked (stop)", linkedStop, fmt.Sprintf("%.2fx %s", ratioOf(median(fullStop), median(linkedStop)), fasterSlower(median(fullStop), median(linkedStop))), "(vs full, stop)")
+	cm, lsm := median(create), median(linkedStop)
+	cVerdict := "ok"
+	if float64(lsm) > 2*float64(cm) {
+		cVerdict, failed = "MISSED", true
+	}
+	row("qemu-img create -b (stop)", create, "-", "-")
+	row("  --linked (stop) vs create", linkedStop, fmt.Sprintf("%.2fx", float64(lsm)/float64(cm)), "<= 2x "+cVerdict+" (vs qemu-img create -b)")
 	row("virt vm clone --linked (run)", linkedRun, fmt.Sprintf("%.2fx %s", ratioOf(median(fullRun), lm), fasterSlower(median(fullRun), lm)), "< 300ms "+verdict+" (vs full, run)")
 	return failed
+}
+
+// linkedVsCreate times n linked clones of the stopped VM cb, each
+// followed by the floor of what one does, `qemu-img create -f qcow2 -b`
+// of an overlay on the VM's disk (under the same load: the two alternate).
+func linkedVsCreate(r *rig, disk string, n int) (linked, create []time.Duration) {
+	tmp, err := os.MkdirTemp(r.root, "ovl")
+	if err != nil {
+		fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		r.run("vm", "clone", "cb", fmt.Sprintf("ls%d", i), "--linked")
+		linked = append(linked, time.Since(start))
+		ovl := filepath.Join(tmp, fmt.Sprintf("o%d.qcow2", i))
+		start = time.Now()
+		if o, err := exec.Command("qemu-img", "create", "-q", "-f", "qcow2", "-b", disk, "-F", "qcow2", ovl).CombinedOutput(); err != nil {
+			fatal(fmt.Errorf("qemu-img create: %v: %s", err, o))
+		}
+		create = append(create, time.Since(start))
+	}
+	sortD(linked)
+	sortD(create)
+	return linked, create
 }
 
 // fill writes 256 MiB of data to a stopped qcow2 disk.
