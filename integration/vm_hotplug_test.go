@@ -137,7 +137,7 @@ spec:
 	t0 := time.Now()
 	v(t, root, "vm", "disk", "add", "hp", "--size", "32M", "--name", "data")
 	added := time.Since(t0)
-	m, seenAt := c.wait(mark, regexp.MustCompile(`SEEN-42 (\S*) (\d+)`), 30*time.Second)
+	m, seenAt := c.wait(mark, regexp.MustCompile(`SEEN-42 (\S*) (\d+)\r?\n`), 30*time.Second)
 	hot := seenAt.Sub(t0)
 	if m[1] != "data" || m[2] != "65536" {
 		t.Fatalf("the hot-added disk in the guest: serial %q, %s sectors; want data, 65536 (32 MiB)", m[1], m[2])
@@ -149,7 +149,7 @@ spec:
 
 	// online resize: the guest sees the new size
 	v(t, root, "vm", "disk", "resize", "hp", "data", "64M")
-	m = c.run(guestUntil(`[ "$(cat /sys/block/vdb/size)" = 131072 ]`, "SZ", "$(cat /sys/block/vdb/size)"), regexp.MustCompile(`SZ-42 (\d+)`), 30*time.Second)
+	m = c.run(guestUntil(`[ "$(cat /sys/block/vdb/size)" = 131072 ]`, "SZ", "$(cat /sys/block/vdb/size)"), regexp.MustCompile(`SZ-42 (\d+)\r?\n`), 30*time.Second)
 	if m[1] != "131072" {
 		t.Errorf("guest /sys/block/vdb/size after resize to 64M: %s; want 131072", m[1])
 	}
@@ -162,7 +162,7 @@ spec:
 
 	// detach: gone from the guest, file kept
 	v(t, root, "vm", "disk", "detach", "hp", "data")
-	m = c.run(guestUntil("[ ! -e /sys/block/vdb ]", "GONE", "$(ls /sys/block | tr '\\n' ' ')"), regexp.MustCompile(`GONE-42 (.*)`), 30*time.Second)
+	m = c.run(guestUntil("[ ! -e /sys/block/vdb ]", "GONE", "$(ls /sys/block | tr '\\n' ' ')"), regexp.MustCompile(`GONE-42 (.*?)\r?\n`), 30*time.Second)
 	if strings.Contains(m[1], "vdb") {
 		t.Errorf("guest block devices after detach: %s; want no vdb", m[1])
 	}
@@ -237,12 +237,12 @@ spec:
 		t.Fatalf("spec after nic add: network %+v generation %d observed %d; want 2 NICs, an explicit MAC, +1, in step", spec.Spec.Network, spec.Metadata.Generation, spec.Status.ObservedGeneration)
 	}
 	mac := spec.Spec.Network[1].MAC
-	m := c.run(guestUntil("[ -e /sys/class/net/eth1 ]", "NIC", "$(cat /sys/class/net/eth1/address)"), regexp.MustCompile(`NIC-42 (\S+)`), 30*time.Second)
+	m := c.run(guestUntil("[ -e /sys/class/net/eth1 ]", "NIC", "$(cat /sys/class/net/eth1/address)"), regexp.MustCompile(`NIC-42 (\S+)\r?\n`), 30*time.Second)
 	if m[1] != mac {
 		t.Fatalf("the hot-added NIC in the guest: MAC %q; want %s (the spec's)", m[1], mac)
 	}
 	m = c.run("udhcpc -i eth1 -n -q -t 5 -s /etc/udhcpc/default.script >/dev/null 2>&1; echo \"DHCP-$((40+2)) $(ip -4 -o addr show dev eth1)\"",
-		regexp.MustCompile(`DHCP-42 .*inet (10\.79\.0\.\d+)`), 60*time.Second)
+		regexp.MustCompile(`DHCP-42 .*inet (10\.79\.0\.\d+)/`), 60*time.Second)
 	t.Logf("the hot-added NIC %s got %s by DHCP", mac, m[1])
 	tapRE := regexp.MustCompile(`: (vc[0-9a-f]{9,})[:@].* master vcnat0 `)
 	taps := func() []string {
