@@ -384,6 +384,12 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int, pr
 	if err := cmd(func(c context.Context) error { return mon.SetMigrationBandwidth(c, math.MaxInt64/2) }); err != nil {
 		return nil, fmt.Errorf("migration bandwidth: %w", err)
 	}
+	// the record's sha256 is taken while QEMU writes
+	th, err := startTailHash(tmp)
+	if err != nil {
+		return nil, err
+	}
+	defer th.stop()
 	// what QEMU has written is the file's size; the guest's RAM bounds it
 	ram := int64(argMemoryMiB(argv)) << 20
 	if ram <= 0 {
@@ -411,7 +417,7 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int, pr
 	if err := f.Sync(); err != nil {
 		return nil, fmt.Errorf("fsync %s: %w", tmp, err)
 	}
-	size, sum, err := hashFile(tmp)
+	size, sum, err := th.finish()
 	if err != nil {
 		return nil, err
 	}
