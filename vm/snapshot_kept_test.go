@@ -3,10 +3,13 @@ package vm
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -65,14 +68,22 @@ func TestDeleteSnapshotDetachedDiskHeld(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { stdin.Close(); holder.Wait() })
+	// wait until its locks show in /proc/locks (QEMU locks bytes of the
+	// image with OFD locks once it has opened it); a probe that opened
+	// the file itself could take the lock first
+	fi, err := os.Stat(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ino := fmt.Sprintf(":%d ", fi.Sys().(*syscall.Stat_t).Ino)
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		// a write open fails once qemu-io holds the lock
-		if exec.Command("qemu-io", "-f", "qcow2", "-c", "quit", data).Run() != nil {
+		if b, _ := os.ReadFile("/proc/locks"); strings.Contains(string(b), ino) {
 			break
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("qemu-io did not lock the kept file within 30 s")
 		}
+		time.Sleep(5 * time.Millisecond) // polling a condition, not waiting for one
 	}
 	err = m.DeleteSnapshot(ctx, "snap", "s1")
 	if err == nil || !strings.Contains(err.Error(), `detached disk "data"`) || !strings.Contains(err.Error(), data) {
