@@ -186,8 +186,7 @@ type qmpBlock struct {
 	Inserted *struct {
 		NodeName string `json:"node-name"`
 		Image    struct {
-			ActualSize int64          `json:"actual-size"`
-			Snapshots  []qcowSnapshot `json:"snapshots"`
+			Snapshots []qcowSnapshot `json:"snapshots"`
 		} `json:"image"`
 	} `json:"inserted"`
 }
@@ -201,12 +200,11 @@ type qmpJob struct {
 
 // diskState is one disk of the VM as read now.
 type diskState struct {
-	disk   string // spec.disks[].name
-	path   string
-	node   string // running: the QEMU node of its image
-	dev    string // running: its id for QMP's device arguments (qmpDiskID)
-	actual int64  // allocated bytes
-	snaps  []qcowSnapshot
+	disk  string // spec.disks[].name
+	path  string
+	node  string // running: the QEMU node of its image
+	dev   string // running: its id for QMP's device arguments (qmpDiskID)
+	snaps []qcowSnapshot
 }
 
 func (d diskState) has(tag string) (qcowSnapshot, bool) {
@@ -239,32 +237,19 @@ func (m *Manager) readDisks(ctx context.Context, vm *VirtualMachine, mon *qmp.Mo
 				return nil, fmt.Errorf("disk %q: not attached to the running QEMU (no block device %s)", d.Name, DiskDriveID(d.Name))
 			}
 			in := blocks[i].Inserted
-			out = append(out, diskState{disk: d.Name, path: m.diskPath(uid, d.Name), node: in.NodeName, dev: qmpDiskID(blocks[i].Device, in.NodeName), actual: in.Image.ActualSize, snaps: in.Image.Snapshots})
+			out = append(out, diskState{disk: d.Name, path: m.diskPath(uid, d.Name), node: in.NodeName, dev: qmpDiskID(blocks[i].Device, in.NodeName), snaps: in.Image.Snapshots})
 		}
 		return out, nil
 	}
-	img, err := m.qemuImg()
-	if err != nil {
-		return nil, err
-	}
+	// stopped: the tables straight from the files (qcow2snap.go), no
+	// qemu-img process per disk; the VM's lock keeps writers away
 	for _, d := range vm.Spec.Disks {
 		p := m.diskPath(uid, d.Name)
-		var info struct {
-			Format     string         `json:"format"`
-			ActualSize int64          `json:"actual-size"`
-			Snapshots  []qcowSnapshot `json:"snapshots"`
-		}
-		b, err := qemuImgOut(ctx, img, "info", "--output=json", "-U", p)
+		snaps, err := readQcow2Snapshots(p)
 		if err != nil {
 			return nil, fmt.Errorf("disk %q: %w", d.Name, err)
 		}
-		if err := json.Unmarshal(b, &info); err != nil {
-			return nil, fmt.Errorf("disk %q: qemu-img info %s: %w", d.Name, p, err)
-		}
-		if info.Format != "qcow2" {
-			return nil, fmt.Errorf("disk %q: %s is %s, not qcow2: no snapshots", d.Name, p, info.Format)
-		}
-		out = append(out, diskState{disk: d.Name, path: p, actual: info.ActualSize, snaps: info.Snapshots})
+		out = append(out, diskState{disk: d.Name, path: p, snaps: snaps})
 	}
 	return out, nil
 }

@@ -159,8 +159,8 @@ func TestSnapshotSizeIsItsOwn(t *testing.T) {
 	}
 	// with another snapshot's memory in the files: still each its own
 	disks := []diskState{
-		{disk: "root", actual: 2 << 30, snaps: []qcowSnapshot{{Name: "mem", VMStateSize: 185 << 20, DateSec: 1}, {Name: "d", DateSec: 2}}},
-		{disk: "data", actual: 1 << 30, snaps: []qcowSnapshot{{Name: "mem", DateSec: 1}, {Name: "d", DateSec: 2}}},
+		{disk: "root", snaps: []qcowSnapshot{{Name: "mem", VMStateSize: 185 << 20, DateSec: 1}, {Name: "d", DateSec: 2}}},
+		{disk: "data", snaps: []qcowSnapshot{{Name: "mem", DateSec: 1}, {Name: "d", DateSec: 2}}},
 	}
 	meta := snapshotMeta{Snapshots: map[string]snapshotRecord{
 		"mem": {Memory: true, Disks: []string{"root", "data"}, DiskBytes: 1 << 30},
