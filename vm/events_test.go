@@ -171,3 +171,38 @@ func TestEventsNotRunning(t *testing.T) {
 		t.Errorf("Events of no running VM: %v, ready %v (called %v); want nil, called with none", err, ready, called)
 	}
 }
+
+// Following two VMs, one whose QEMU ends without SHUTDOWN does not end
+// the other's events: they are all delivered, and the error comes once
+// both are done.
+func TestEventsOneQEMUEndedOthersGoOn(t *testing.T) {
+	m, _, host := newTestManager(t)
+	serve := map[string][]string{"a": {"RESET"}, "b": {"RESET", "STOP", "RESUME", "STOP", "RESUME", "SHUTDOWN"}}
+	for _, name := range []string{"a", "b"} {
+		v := mustCreate(t, m, kernelVM(name, testKernel(t)))
+		startFakeQEMU(t, m, host, v.Metadata.UID, nil)
+		serveEvents(t, m.runPath(v.Metadata.UID, watchSockName), &eventServer{events: serve[name]})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var mu sync.Mutex
+	got := map[string][]string{}
+	err := m.Events(ctx, nil, EventsOptions{}, func(e Event) {
+		mu.Lock()
+		defer mu.Unlock()
+		got[e.Name] = append(got[e.Name], e.Event)
+	})
+	if ctx.Err() != nil {
+		t.Fatalf("Events did not return when both streams ended: %v", err)
+	}
+	if !errors.Is(err, ErrQEMUEnded) || !strings.Contains(err.Error(), `vm "a"`) {
+		t.Errorf("Events: %v; want a's QEMU ended without SHUTDOWN", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for name, want := range serve {
+		if strings.Join(got[name], ",") != strings.Join(want, ",") {
+			t.Errorf("%s's events: %v; want %v (all delivered)", name, got[name], want)
+		}
+	}
+}
