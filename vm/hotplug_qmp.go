@@ -60,13 +60,14 @@ func freePort(buses []pciBus, taken map[string]bool) (string, error) {
 
 // hotSession is one QMP session on a running VM for a hot-plug.
 type hotSession struct {
-	mon  *qmp.Monitor
-	name string
+	mon   *qmp.Monitor
+	name  string
+	bound time.Duration // of one exchange (Manager.qmpBound)
 }
 
-// do runs one command with qmpTimeout.
+// do runs one command QEMU answers at once, within one exchange's bound.
 func (s *hotSession) do(ctx context.Context, cmd string, args, result any) error {
-	c, cancel := context.WithTimeout(ctx, qmpTimeout)
+	c, cancel := context.WithTimeout(ctx, s.bound)
 	defer cancel()
 	return s.mon.Execute(c, cmd, args, result)
 }
@@ -88,7 +89,7 @@ func (m *Manager) openHotplug(ctx context.Context, vm *VirtualMachine, pid int, 
 	if st, _ := m.proc.state(pid); st == "T" {
 		return nil, &HotplugStateError{Name: name, Op: op, Phase: PhaseUnresponsive, Detail: "the QEMU process is stopped by a signal (SIGSTOP)"}
 	}
-	dctx, cancel := context.WithTimeout(ctx, qmpTimeout)
+	dctx, cancel := context.WithTimeout(ctx, m.qmpBound())
 	defer cancel()
 	mon, err := m.dialQMP(dctx, vm.Metadata.UID)
 	if err != nil {
@@ -103,7 +104,7 @@ func (m *Manager) openHotplug(ctx context.Context, vm *VirtualMachine, pid int, 
 		mon.Close()
 		return nil, &HotplugStateError{Name: name, Op: op, Phase: phaseFromQMP(st.Status), Detail: "QEMU status " + st.Status}
 	}
-	return &hotSession{mon: mon, name: name}, nil
+	return &hotSession{mon: mon, name: name, bound: m.qmpBound()}, nil
 }
 
 func (s *hotSession) close() { s.mon.Close() }

@@ -341,3 +341,34 @@ func TestReadBytes(t *testing.T) {
 		})
 	}
 }
+
+// block_resize drains the disk's I/O before QEMU answers: a busy disk's
+// answer comes later than one exchange's bound, and the resize still
+// holds (it failed under that bound).
+func TestResizeDiskAnsweredLate(t *testing.T) {
+	var resized bool
+	var mu sync.Mutex
+	f := newHotFixture(t, "running", func(cmd string, args json.RawMessage) any {
+		switch cmd {
+		case "query-block":
+			return []map[string]any{{"device": DiskDriveID("root"), "inserted": map[string]any{
+				"node-name": "#block1", "image": map[string]any{"virtual-size": 16 << 20}}}}
+		case "block_resize":
+			time.Sleep(lateWork) // QEMU drains the disk first
+			mu.Lock()
+			resized = true
+			mu.Unlock()
+		}
+		return nil
+	})
+	f.m.opts.QMPTimeout = lateBound
+	res, err := f.m.ResizeDisk(context.Background(), "web", "root", "32M")
+	if err != nil {
+		t.Fatalf("ResizeDisk with block_resize answered after %s (exchange bound %s): %v; want it waited for", lateWork, lateBound, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if !resized || !res.Live || res.Size != 32<<20 {
+		t.Errorf("ResizeDisk = %+v (resized %v); want a live resize to 32 MiB", res, resized)
+	}
+}
