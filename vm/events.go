@@ -165,6 +165,7 @@ func (m *Manager) Events(ctx context.Context, refs []string, o EventsOptions, f 
 		ready   sync.WaitGroup
 		errMu   sync.Mutex
 		firstEr error
+		fatal   bool // an error that ends every reader (not a QEMU that ended)
 	)
 	for _, t := range ts {
 		wg.Add(1)
@@ -181,23 +182,27 @@ func (m *Manager) Events(ctx context.Context, refs []string, o EventsOptions, f 
 				}
 			})
 			if err != nil {
-				errMu.Lock()
-				if firstEr == nil {
-					firstEr = err
-				}
-				errMu.Unlock()
+				// a QEMU that ended was followed (and leaves the other
+				// VMs' events going); any other error ends them all
 				var ended *QEMUEndedError
-				if !errors.As(err, &ended) {
-					cancel() // a QEMU that ended leaves the other VMs' events going
+				isFatal := !errors.As(err, &ended)
+				errMu.Lock()
+				if firstEr == nil || (isFatal && !fatal) {
+					firstEr = err // the first error that ended them all, if any
+				}
+				fatal = fatal || isFatal
+				errMu.Unlock()
+				if isFatal {
+					cancel()
 				}
 			}
 		}()
 	}
 	ready.Wait()
 	errMu.Lock()
-	failed := firstEr
+	failed := fatal
 	errMu.Unlock()
-	if failed == nil && o.Ready != nil && ctx.Err() == nil {
+	if !failed && o.Ready != nil && ctx.Err() == nil {
 		names := make([]string, len(ts))
 		for i, t := range ts {
 			names[i] = t.name
