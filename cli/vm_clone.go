@@ -12,7 +12,7 @@ import (
 // cloneService is what `virt vm clone` asks of the VM manager.
 type cloneService interface {
 	Clone(ctx context.Context, src, name string, o vm.CloneOptions) (*vm.VirtualMachine, error)
-	Peek(ctx context.Context, ref string) (*vm.Entry, error)
+	PeekVM(v *vm.VirtualMachine) *vm.Entry
 }
 
 var _ cloneService = (*vm.Manager)(nil)
@@ -56,10 +56,7 @@ The clone is stopped unless --start.`,
 			if err != nil {
 				return err
 			}
-			e, err := c.Peek(cmd.Context(), made.Metadata.UID)
-			if err != nil {
-				return err
-			}
+			e := c.PeekVM(made)
 			return render(env.IO.Out, env.Output, e, func(w io.Writer) error {
 				kind := "full"
 				if o.Linked {

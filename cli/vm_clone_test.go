@@ -37,6 +37,16 @@ func (f cloneFake) Clone(_ context.Context, src, name string, o vm.CloneOptions)
 	return &vm.VirtualMachine{Metadata: vm.Metadata{Name: name, UID: cloneUID}}, nil
 }
 
+// PeekVM is the fake's entry of the VM Clone returned.
+func (f cloneFake) PeekVM(v *vm.VirtualMachine) *vm.Entry {
+	e, err := f.lookup(v.Metadata.UID)
+	if err != nil {
+		return &vm.Entry{Name: v.Metadata.Name, UID: v.Metadata.UID}
+	}
+	c := *e
+	return &c
+}
+
 func runCloneFake(t *testing.T, f cloneFake, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer

@@ -78,6 +78,12 @@ func (m *Manager) Peek(ctx context.Context, ref string) (*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	return m.PeekVM(vm), nil
+}
+
+// PeekVM is Peek of a manifest the caller holds (what Clone returned),
+// without looking it up again: a lookup reads every VM's spec.
+func (m *Manager) PeekVM(vm *VirtualMachine) *Entry {
 	e := m.entryFor(vm)
 	if pid := m.livePID(vm.Metadata.UID); pid > 0 {
 		e.Class, e.PID, e.Reason, e.Message = ClassManaged, pid, "", ""
@@ -86,7 +92,7 @@ func (m *Manager) Peek(ctx context.Context, ref string) (*Entry, error) {
 			e.Accel = argAccel(argv)
 		}
 	}
-	return &e, nil
+	return &e
 }
 
 // NotOursError is returned when a reference names a guest that virtcon
