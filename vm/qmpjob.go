@@ -36,7 +36,10 @@ import (
 //
 // device_del is answered at once (the guest's acknowledgement is the
 // DEVICE_DELETED event, waited for with its own timeout); quit is
-// answered at once and QEMU then ends (stop.go waits for the process).
+// answered at once and QEMU then drains its disks and ends (quitQEMU
+// waits for the process). human-monitor-command is used only for
+// drive_del of a detached disk's drive, which has no I/O left, and no
+// savevm/loadvm is sent (snapshot-save/-load do that work).
 
 // longQMPTimeout bounds a long command whose caller set no deadline: a
 // safety net, every operation sets its own (opDeadline).
