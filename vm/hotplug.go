@@ -635,6 +635,7 @@ func (m *Manager) DetachNIC(ctx context.Context, ref, nic string, o NICDetachOpt
 	}
 	nics := pinMACs(uid, vm.Spec.Network)
 	n := nics[i]
+	var tapErrs []error
 	if s != nil {
 		// its TAP, and those renamed after it, are where QEMU is
 		if err := m.checkNetns(name, "nic detach", pid); err != nil {
@@ -649,8 +650,11 @@ func (m *Manager) DetachNIC(ctx context.Context, ref, nic string, o NICDetachOpt
 		if err := s.do(ctx, "netdev_del", map[string]any{"id": NICNetdevID(n.MAC)}, nil); err != nil && !isNotFound(err) {
 			m.log.Warn("netdev not deleted", "vm", name, "mac", n.MAC, "err", err)
 		}
+		// the device is gone: the spec follows whatever the TAPs do, and
+		// a TAP left or not renamed is said, not only logged
 		if err := m.opts.Net.DeleteTAP(context.WithoutCancel(ctx), m.opts.Net.TAPName(uid, i)); err != nil {
 			m.log.Warn("TAP not deleted", "vm", name, "tap", m.opts.Net.TAPName(uid, i), "err", err)
+			tapErrs = append(tapErrs, fmt.Errorf("its TAP %s was not deleted: %w", m.opts.Net.TAPName(uid, i), err))
 		}
 		// the NICs after it move down one index: so do their TAPs
 		if rn, ok := m.opts.Net.(tapRenamer); ok {
@@ -658,6 +662,7 @@ func (m *Manager) DetachNIC(ctx context.Context, ref, nic string, o NICDetachOpt
 				from, to := m.opts.Net.TAPName(uid, j), m.opts.Net.TAPName(uid, j-1)
 				if err := rn.RenameTAP(context.WithoutCancel(ctx), from, to); err != nil {
 					m.log.Warn("TAP not renamed", "vm", name, "from", from, "to", to, "err", err)
+					tapErrs = append(tapErrs, fmt.Errorf("NIC %d's TAP %s was not renamed %s: %w", j, from, to, err))
 				}
 			}
 		}
@@ -671,5 +676,8 @@ func (m *Manager) DetachNIC(ctx context.Context, ref, nic string, o NICDetachOpt
 	}
 	res := &HotplugResult{VM: name, Device: n.MAC, Live: s != nil, Generation: vm.Metadata.Generation, Took: time.Since(start)}
 	m.log.Info("nic detached", "vm", name, "mac", n.MAC, "live", res.Live, "took", res.Took)
+	if len(tapErrs) > 0 {
+		return res, fmt.Errorf("vm %q: nic detach %s: detached from the guest and the spec, but %w", name, n.MAC, errors.Join(tapErrs...))
+	}
 	return res, nil
 }

@@ -485,8 +485,9 @@ func TestDetachNICStoppedPinsMACs(t *testing.T) {
 // recordingNet is a HostNet that records TAP changes (with RenameTAP).
 type recordingNet struct {
 	fakeNet
-	mu  sync.Mutex
-	ops []string
+	mu        sync.Mutex
+	ops       []string
+	deleteErr error // what DeleteTAP returns
 }
 
 func (n *recordingNet) note(op string) {
@@ -501,7 +502,7 @@ func (n *recordingNet) CreateTAP(_ context.Context, name, bridge string, _ int) 
 }
 func (n *recordingNet) DeleteTAP(_ context.Context, name string) error {
 	n.note("delete " + name)
-	return nil
+	return n.deleteErr
 }
 func (n *recordingNet) RenameTAP(_ context.Context, from, to string) error {
 	n.note("rename " + from + " " + to)
@@ -667,5 +668,29 @@ func TestNICChangeFromAnotherNetns(t *testing.T) {
 				t.Errorf("spec: network %+v generation %d; want both NICs, generation %d", got.Spec.Network, got.Metadata.Generation, v.Metadata.Generation)
 			}
 		})
+	}
+}
+
+// A live detach whose TAP cannot be deleted is not "detached" alone: the
+// NIC is gone from the guest and the spec, and the error names the TAP
+// left (it was only logged).
+func TestDetachNICLiveTAPLeftIsAnError(t *testing.T) {
+	t.Parallel()
+	f := newHotFixture(t, "running", nil)
+	rn := &recordingNet{deleteErr: errors.New("device or resource busy")}
+	f.m.opts.Net = rn
+	uid := f.vm.Metadata.UID
+	v := f.load(t)
+	v.Spec.Network = []NIC{{Bridge: "br0", MAC: "52:54:00:00:00:01", Model: "virtio"}}
+	if err := f.m.store.save(v); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.m.DetachNIC(context.Background(), "web", "0", NICDetachOptions{Timeout: 100 * time.Millisecond})
+	want := `vm "web": nic detach 52:54:00:00:00:01: detached from the guest and the spec, but its TAP ` + rn.TAPName(uid, 0) + ` was not deleted: device or resource busy`
+	if err == nil || err.Error() != want {
+		t.Errorf("DetachNIC with a TAP that stays: got %v; want %q", err, want)
+	}
+	if got := f.load(t); len(got.Spec.Network) != 0 {
+		t.Errorf("spec.network: %+v; want the NIC gone (the guest let it go)", got.Spec.Network)
 	}
 }
