@@ -479,12 +479,16 @@ func (m *Manager) DeleteWith(ctx context.Context, ref string, o DeleteOptions) e
 			return &HasSnapshotsError{VM: vm.Metadata.Name, Snapshots: names}
 		}
 	}
+	tapNS := m.holdTAPNetns(vm, pid)
 	if pid > 0 {
 		if err := m.killVerified(pid, uid); err != nil {
+			if tapNS != nil {
+				tapNS.Close()
+			}
 			return fmt.Errorf("vm %q: delete: %w", vm.Metadata.Name, err)
 		}
 	}
-	m.deleteTAPs(ctx, vm)
+	m.deleteTAPsIn(ctx, vm, tapNS)
 	// The spec goes first: once it is gone the VM no longer exists, and
 	// anything left after a crash here is an orphan that gc can list.
 	if err := os.Remove(m.store.specPath(uid)); err != nil && !errors.Is(err, os.ErrNotExist) {

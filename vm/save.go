@@ -304,14 +304,18 @@ func (m *Manager) SaveWith(ctx context.Context, ref string, o SaveOptions) (*Sav
 		defer cancel()
 	}
 	start := time.Now()
+	tapNS := m.holdTAPNetns(vm, pid)
 	rec, err := m.saveState(ctx, vm, pid, o.Progress)
 	if err != nil {
+		if tapNS != nil {
+			tapNS.Close()
+		}
 		return nil, fmt.Errorf("vm %q: save: %w", name, err)
 	}
 	took := time.Since(start)
 	// QEMU is gone: the VM's runtime goes, the saved state stays
 	m.cleanRuntime(uid)
-	m.deleteTAPs(ctx, vm)
+	m.deleteTAPsIn(ctx, vm, tapNS)
 	vm.Spec.Running = true
 	vm.Status.Phase, vm.Status.PID = PhaseSaved, 0
 	if err := m.store.save(vm); err != nil {

@@ -875,6 +875,7 @@ func (m *Manager) RestoreSnapshot(ctx context.Context, ref, name string, o Resto
 // the caller's lock; spec.running stays as it is.
 func (m *Manager) powerOffLocked(ctx context.Context, vm *VirtualMachine, pid int) error {
 	uid := vm.Metadata.UID
+	tapNS := m.holdTAPNetns(vm, pid)
 	if st, _ := m.proc.state(pid); st != "T" {
 		if m.quitQEMU(ctx, vm.Metadata.Name, uid, pid) {
 			pid = 0
@@ -882,11 +883,14 @@ func (m *Manager) powerOffLocked(ctx context.Context, vm *VirtualMachine, pid in
 	}
 	if pid > 0 {
 		if err := m.killVerified(pid, uid); err != nil {
+			if tapNS != nil {
+				tapNS.Close()
+			}
 			return err
 		}
 	}
 	m.cleanRuntime(uid)
-	m.deleteTAPs(ctx, vm)
+	m.deleteTAPsIn(ctx, vm, tapNS)
 	vm.Status.Phase, vm.Status.PID = PhaseStopped, 0
 	return m.store.save(vm)
 }

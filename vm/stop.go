@@ -127,6 +127,12 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 	if pid > 0 {
 		res.How = StoppedQuit
 	}
+	tapNS := m.holdTAPNetns(vm, pid)
+	defer func() {
+		if tapNS != nil {
+			tapNS.Close() // a stop that returned before QEMU ended
+		}
+	}()
 	if st, _ := m.proc.state(pid); pid > 0 && st == "T" {
 		// a stopped (SIGSTOP) QEMU can answer neither the power button nor
 		// quit: only a stop that may end QEMU ends it, and at once
@@ -172,7 +178,8 @@ func (m *Manager) PowerOff(ctx context.Context, ref string, opts StopOptions) (r
 		}
 	}
 	m.cleanRuntime(uid)
-	m.deleteTAPs(ctx, vm)
+	m.deleteTAPsIn(ctx, vm, tapNS)
+	tapNS = nil
 	vm.Status.Phase, vm.Status.PID = PhaseStopped, 0
 	if m.hasSaved(uid) {
 		vm.Status.Phase = PhaseSaved
