@@ -7,10 +7,23 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // procFS reads processes under a /proc root (a fixture in tests).
-type procFS struct{ root string }
+type procFS struct {
+	root string
+	// now reads the clock a CPU sample is taken at (nil: time.Now); a
+	// test's fake /proc comes with a fake clock
+	now func() time.Time
+}
+
+func (p procFS) clock() time.Time {
+	if p.now != nil {
+		return p.now()
+	}
+	return time.Now()
+}
 
 func (p procFS) cmdline(pid int) ([]string, error) {
 	b, err := os.ReadFile(filepath.Join(p.root, strconv.Itoa(pid), "cmdline"))

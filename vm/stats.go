@@ -491,7 +491,7 @@ func (p procFS) cpuSample(pid int) (cpuSample, error) {
 	if err != nil {
 		return cpuSample{}, err
 	}
-	at := time.Now()
+	at := p.clock()
 	ps, err := proc.ParseStat(string(b))
 	if err != nil {
 		return cpuSample{}, fmt.Errorf("pid %d: %w", pid, err)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 )
@@ -199,7 +200,8 @@ func TestSamplerWindow(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	m := &Manager{proc: procFS{root: root}}
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	m := &Manager{proc: procFS{root: root, now: clk.now}}
 	s := m.NewStatsSampler()
 	set(100, 1)
 	var st Stats
@@ -208,8 +210,8 @@ func TestSamplerWindow(t *testing.T) {
 	if st.CPUKnown {
 		t.Fatalf("first reading: CPU known (%v); want unknown", st.CPUPercent)
 	}
-	time.Sleep(50 * time.Millisecond)
-	set(105, 1) // 5 ticks = 50 ms of CPU in about 50 ms
+	clk.advance(50 * time.Millisecond)
+	set(105, 1) // 5 ticks = 50 ms of CPU in 50 ms
 	s.cpu(&st, 9)
 	if !st.CPUKnown || st.CPUPercent < 40 || st.CPUPercent > 110 {
 		t.Errorf("second reading: %v known %v; want about 100", st.CPUPercent, st.CPUKnown)
@@ -218,7 +220,7 @@ func TestSamplerWindow(t *testing.T) {
 		t.Errorf("second reading: resolution %v %%; want one tick over the window of at least 50 ms (%v %% is 5 ticks)", r, st.CPUPercent)
 	}
 	st = Stats{UID: "u"}
-	time.Sleep(10 * time.Millisecond)
+	clk.advance(10 * time.Millisecond)
 	set(500, 2) // another process on the PID (more ticks: a window would show)
 	s.cpu(&st, 9)
 	if st.CPUKnown {
@@ -275,12 +277,14 @@ func TestStatsFakeQEMU(t *testing.T) {
 		return qmpFail{"CommandNotFound", cmd}
 	}})
 
+	clk := &fakeClock{t: time.Unix(1e9, 0)}
+	m.proc.now = clk.now
 	s := m.NewStatsSampler()
 	if _, err := s.Sample(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond)
-	setTicks(105) // 50 ms of CPU in about 100 ms
+	clk.advance(100 * time.Millisecond)
+	setTicks(105) // 50 ms of CPU in 100 ms
 	st, err := s.Sample(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -314,4 +318,24 @@ func TestStatsFakeQEMU(t *testing.T) {
 	if _, err := m.Stats(ctx, []string{"web", "nosuch"}); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Stats of an unknown VM: %v; want ErrNotFound", err)
 	}
+}
+
+// fakeClock is the time CPU samples are taken at, moved by the test: a
+// window of a busy machine's scheduling would make a wall-clock one any
+// length (a 100 ms sleep measured 380 ms under load).
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
 }
