@@ -77,10 +77,12 @@ lint: ## gofmt, go vet, staticcheck
 	$(STATICCHECK) ./...
 	$(STATICCHECK) -tags integration ./...
 
-bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, vm stats of 50 running VMs vs sequential and ps, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress, web terminal login/keystroke/RSS, director enrolment/sessions/dispatch with 1000 simulated agents, resync after data loss, replica failover, two replicas at scale
+bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm start vs raw qemu, vm list with 200 VMs, vm stats of 50 running VMs vs sequential and ps, host boot vs 5 vm starts and libvirt-guests, DCUI first frame/RSS/keypress, web terminal login/keystroke/RSS, director enrolment/sessions/dispatch with 1000 simulated agents, resync after data loss, replica failover, two replicas at scale, a 1 GiB guest's memory snapshot/restore/save vs QEMU's own QMP commands
 	scripts/install-deps.sh libvirt-clients virtinst
 	scripts/libvirt-peer.sh
 	$(GO) run ./scripts/bench -virt bin/virt
+# real size (TCG): a 1 GiB guest with 768 MiB dirty: memory snapshot, restore, vm save vs snapshot-save, snapshot-load, stop+migrate by hand over QMP
+	$(GO) run ./scripts/bench -virt bin/virt -only realsize -n 3
 	set -o pipefail; $(GO) test -tags integration -count=1 -run 'TestApplyBenchIntegration' -v ./netcfg/ | grep -E 'apply|PASS|FAIL|ok'
 # DCUI (root, tmux, PAM): first frame vs `virt version` on a pty, RSS with 50 VMs, key latency while QMP hangs
 	VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestDCUIBench|TestWebtermBench' -v ./integration/
