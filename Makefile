@@ -82,7 +82,7 @@ bench: build guest ## benchmarks: host info/check vs virt-host-validate, vm star
 	scripts/libvirt-peer.sh
 	$(GO) run ./scripts/bench -virt bin/virt
 # real size (TCG): a 1 GiB guest with 768 MiB dirty: memory snapshot, restore, vm save vs snapshot-save, snapshot-load, stop+migrate by hand over QMP
-	$(GO) run ./scripts/bench -virt bin/virt -only realsize -n 3
+	$(GO) run ./scripts/bench -virt bin/virt -only realsize -n 4
 	set -o pipefail; $(GO) test -tags integration -count=1 -run 'TestApplyBenchIntegration' -v ./netcfg/ | grep -E 'apply|PASS|FAIL|ok'
 # DCUI (root, tmux, PAM): first frame vs `virt version` on a pty, RSS with 50 VMs, key latency while QMP hangs
 	VIRTCON_BENCH=1 $(GO) test -tags integration -count=1 -run 'TestDCUIBench|TestWebtermBench' -v ./integration/
