@@ -418,8 +418,12 @@ func (m *Manager) backupDisks(ctx context.Context, img string, s *VirtualMachine
 		return fmt.Errorf("QMP: %w", err)
 	}
 	defer mon.Close()
+	// QEMU copying the disks (and a guest writing them) answers late
+	// under load: an exchange missing one bound closed the monitor and
+	// failed the clone ("query-jobs: no reply", 2 of 7 real-size runs),
+	// so each gets a busy QEMU's bound
 	qctx := func() (context.Context, context.CancelFunc) {
-		return context.WithTimeout(context.WithoutCancel(ctx), qmpTimeout)
+		return context.WithTimeout(context.WithoutCancel(ctx), m.busyQMPBound())
 	}
 	node := func(i int) string { return fmt.Sprintf("%s%s-%d", cloneJobPrefix, cloneUID[:8], i) }
 	job := func(i int) string { return fmt.Sprintf("%s%s-%d", cloneJobPrefix, cloneUID[:8], i) }

@@ -45,6 +45,12 @@ import (
 // safety net, every operation sets its own (opDeadline).
 const longQMPTimeout = 10 * time.Minute
 
+// busyQMPBound bounds one exchange with a QEMU busy with a job of ours
+// (a backup copying disks, a snapshot just saved): it answers at once
+// when idle but late under load, and a missed bound closes the monitor
+// mid-operation, so such exchanges get ten of the usual bound.
+func (m *Manager) busyQMPBound() time.Duration { return 10 * m.qmpBound() }
+
 // opDeadline gives ctx the operation's deadline: its own when it has
 // one, else def.
 func opDeadline(ctx context.Context, def time.Duration) (context.Context, context.CancelFunc) {

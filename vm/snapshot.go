@@ -647,7 +647,7 @@ func (m *Manager) runJob(ctx context.Context, mon *qmp.Monitor, op *longOp, comm
 		return fmt.Errorf("QMP %s: %w", command, err)
 	}
 	dismiss := func() {
-		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.qmpBound())
+		c, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.busyQMPBound())
 		defer cancel()
 		if err := mon.Execute(c, "job-dismiss", map[string]any{"id": id}, nil); err != nil {
 			m.log.Debug("job not dismissed", "job", id, "err", err)
