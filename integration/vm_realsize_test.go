@@ -343,6 +343,7 @@ func TestIntegrationRealSize(t *testing.T) {
 	t.Run("KilledSnapshot", func(t *testing.T) { realKilledSnapshot(t, b) })
 	t.Run("KilledClone", func(t *testing.T) { realKilledClone(t, b, false) })
 	t.Run("KilledLinkedClone", func(t *testing.T) { realKilledClone(t, b, true) })
+	t.Run("KilledSave", func(t *testing.T) { realKilledSave(t, b) })
 }
 
 // vm save of the big guest stops its QEMU with the state in a file; vm

@@ -199,6 +199,9 @@ func (m *Manager) observeLive(ctx context.Context, e *Entry, p qemuProcess) {
 	if note := m.leftoverNote(e.UID); note != "" {
 		set(e.Phase, note)
 	}
+	if note := m.interruptedSaveNote(e.UID); note != "" {
+		set(e.Phase, note)
+	}
 }
 
 // argTAPs lists the TAP devices of QEMU's -netdev tap,ifname=... options.

@@ -100,9 +100,10 @@ func (m *Manager) recordCloneJobs(uid, cloneUID string) error {
 	return atomicfile.Write(m.runPath(uid, cloneJobsName), append(b, '\n'), 0o600)
 }
 
-// sweepLeftovers cancels what an interrupted clone left in uid's QEMU, on
-// the first QMP session of a hold of its lock when a clone recorded jobs
-// (cheap otherwise: one stat). Its failure is no failure of the command
+// sweepLeftovers cancels what an interrupted clone left in uid's QEMU,
+// and undoes an interrupted save, on the first QMP session of a hold of
+// its lock when a clone recorded jobs or a save its start (cheap
+// otherwise: two stats). Its failure is no failure of the command
 // that opened the session: it is logged, and vm show says it.
 func (m *Manager) sweepLeftovers(ctx context.Context, mon *qmp.Monitor, uid string) {
 	h := m.store.held.get(uid)
@@ -110,6 +111,9 @@ func (m *Manager) sweepLeftovers(ctx context.Context, mon *qmp.Monitor, uid stri
 		return // not under this process's lock: whoever holds it may own the jobs
 	}
 	h.sweep.Do(func() {
+		if err := m.undoInterruptedSave(ctx, mon, uid); err != nil {
+			m.log.Warn("a save an interrupted virt left half done was not undone", "vm", uid, "err", err)
+		}
 		if _, err := os.Stat(m.runPath(uid, cloneJobsName)); err != nil {
 			return
 		}

@@ -362,6 +362,14 @@ func (m *Manager) saveState(ctx context.Context, vm *VirtualMachine, pid int, pr
 	}
 	tmp := m.savedStatePath(uid) + ".tmp"
 	migrating := false
+	// a virt killed from here on leaves the record: the next session
+	// under the VM's lock undoes the save (saveleft.go); it goes when
+	// this save has ended either way (after its undo: defers run last
+	// first)
+	if err := m.recordSaveRun(uid, pid, !paused); err != nil {
+		return nil, fmt.Errorf("record the save: %w", err)
+	}
+	defer os.Remove(m.runPath(uid, saveRunName))
 	// From here a failure leaves the guest as it was and no stream. The
 	// caller's ctx may be what ended the save (its deadline passed in the
 	// middle of the migration), so the cleanup has a deadline of its own,
