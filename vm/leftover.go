@@ -105,6 +105,21 @@ func (m *Manager) recordCloneJobs(uid, cloneUID string) error {
 // its lock when a clone recorded jobs or a save its start (cheap
 // otherwise: two stats). Its failure is no failure of the command
 // that opened the session: it is logged, and vm show says it.
+// needsSweep reports whether a session of uid's QEMU may have a sweep to
+// do: this process holds its lock, and a clone or a save recorded work
+// (the sweep itself runs once per hold).
+func (m *Manager) needsSweep(uid string) bool {
+	if m.store.held.get(uid) == nil {
+		return false
+	}
+	for _, name := range []string{cloneJobsName, saveRunName} {
+		if _, err := os.Stat(m.runPath(uid, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 func (m *Manager) sweepLeftovers(ctx context.Context, mon *qmp.Monitor, uid string) {
 	h := m.store.held.get(uid)
 	if h == nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // jobsMonitor is a QEMU monitor holding block jobs and named nodes, as
@@ -262,5 +263,38 @@ func TestGCKeepsFilesOpenByQEMU(t *testing.T) {
 		if _, err := os.Stat(disk); err != nil {
 			t.Errorf("gc (dry %v): %v; want the open file kept", dry, err)
 		}
+	}
+}
+
+// TestSweepOnItsOwnBound: a QEMU slow to cancel a killed clone's job
+// (busy with it) still gets the sweep done and the command's own work:
+// the sweep ran on what was left of the command's exchange bound, so a
+// cancel answered after it closed the monitor, and the pause failed.
+func TestSweepOnItsOwnBound(t *testing.T) {
+	t.Parallel()
+	m, _, host := newTestManager(t)
+	m.opts.QMPTimeout = 200 * time.Millisecond // the sweep's bound is ten of these
+	v := mustCreate(t, m, kernelVM("src", testKernel(t)))
+	startFakeQEMU(t, m, host, v.Metadata.UID, nil)
+	j := newJobsMonitor(
+		map[string]string{"clone-0123abcd-0": "running"},
+		map[string]string{"clone-0123abcd-0": "clone-0123abcd-0"})
+	f := serveMonitor(t, m.runPath(v.Metadata.UID, qmpSockName), &fakeMonitor{handle: func(cmd string, raw json.RawMessage) any {
+		if cmd == "job-cancel" {
+			time.Sleep(3 * m.opts.QMPTimeout) // QEMU busy: late, within the sweep's bound
+		}
+		return j.handle(cmd, raw)
+	}})
+	if err := m.recordCloneJobs(v.Metadata.UID, "0123abcd-0000"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Pause(context.Background(), "src"); err != nil {
+		t.Fatalf("pause with a slow sweep: %v", err)
+	}
+	if jobs, nodes, seen := j.state(); len(jobs) != 0 || len(nodes) != 0 {
+		t.Errorf("after the sweep: jobs %v, nodes %v (QMP %s); want none", jobs, nodes, seen)
+	}
+	if got := f.got(); got[len(got)-1] != "stop" {
+		t.Errorf("pause: QMP %v; want it to end with its own stop", got)
 	}
 }

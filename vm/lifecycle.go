@@ -349,13 +349,17 @@ const (
 
 // qmpDo runs f on a fresh QMP session with a deadline.
 func (m *Manager) qmpDo(ctx context.Context, uid string, f func(context.Context, *qmp.Monitor) error) error {
-	ctx, cancel := context.WithTimeout(ctx, m.qmpBound())
-	defer cancel()
-	mon, err := m.dialQMP(ctx, uid)
+	// the dial and f each get a bound: a sweep in the dial (dialQMP) may
+	// take its own, longer one
+	dctx, cancel := context.WithTimeout(ctx, m.qmpBound())
+	mon, err := m.dialQMP(dctx, uid)
+	cancel()
 	if err != nil {
 		return err
 	}
 	defer mon.Close()
+	ctx, cancel = context.WithTimeout(ctx, m.qmpBound())
+	defer cancel()
 	return f(ctx, mon)
 }
 
@@ -366,10 +370,22 @@ func (m *Manager) qmpDo(ctx context.Context, uid string, f func(context.Context,
 // interrupted clone left in that QEMU (sweepLeftovers).
 func (m *Manager) dialQMP(ctx context.Context, uid string) (*qmp.Monitor, error) {
 	mon, err := m.dialQMPOnly(ctx, uid)
-	if err == nil {
-		m.sweepLeftovers(ctx, mon, uid)
+	if err != nil || !m.needsSweep(uid) {
+		return mon, err
 	}
-	return mon, err
+	// the sweep cancels jobs and deletes nodes in a QEMU that may be busy
+	// with them: on its own bound, not on what is left of the caller's
+	// (often one exchange's), and a session it closed is dialled anew
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.busyQMPBound())
+	m.sweepLeftovers(sctx, mon, uid)
+	cancel()
+	if mon.Closed() {
+		mon.Close()
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.qmpBound())
+		defer cancel()
+		return m.dialQMPOnly(rctx, uid)
+	}
+	return mon, nil
 }
 
 // dialQMPOnly is dialQMP without the sweep.
