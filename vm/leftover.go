@@ -374,8 +374,11 @@ func (m *Manager) keepOpenFiles(out []Orphan) {
 		if out[i].InQEMU() || strings.HasPrefix(p, tapPrefix) {
 			continue
 		}
+		// /proc/PID/fd names files by their resolved paths: a state
+		// directory under a symlink must still match
+		real := resolved(p)
 		for _, h := range held {
-			if h.file == p || strings.HasPrefix(h.file, p+string(os.PathSeparator)) {
+			if h.file == p || h.file == real || strings.HasPrefix(h.file, p+string(os.PathSeparator)) || strings.HasPrefix(h.file, real+string(os.PathSeparator)) {
 				out[i].Kept = fmt.Sprintf("open by QEMU pid %d (%s)", h.pid, h.file)
 				break
 			}

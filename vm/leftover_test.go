@@ -298,3 +298,46 @@ func TestSweepOnItsOwnBound(t *testing.T) {
 		t.Errorf("pause: QMP %v; want it to end with its own stop", got)
 	}
 }
+
+// TestGCKeepsFilesOpenByQEMUResolved: /proc/PID/fd names a file by its
+// resolved path; a state directory reached through a symlink is still
+// seen open (a review finding: the paths were compared as strings, and
+// gc would have removed the directory of a clone QEMU still wrote).
+func TestGCKeepsFilesOpenByQEMUResolved(t *testing.T) {
+	t.Parallel()
+	f := newHostFixture(t)
+	ctx := context.Background()
+	// the VMs' state directory lives elsewhere, reached by a symlink
+	vms := filepath.Dir(f.orphanState)
+	moved := filepath.Join(t.TempDir(), "vms")
+	if err := os.Rename(vms, moved); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(moved, vms); err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(moved, filepath.Base(f.orphanState))
+	fd := filepath.Join(f.host, "proc", "301", "fd")
+	if err := os.MkdirAll(fd, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(real, "disk-root.qcow2"), filepath.Join(fd, "12")); err != nil {
+		t.Fatal(err)
+	}
+	out, err := f.m.GC(ctx, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, o := range out {
+		if o.Path == f.orphanState {
+			found = true
+			if !strings.Contains(o.Kept, "open by QEMU pid 301") {
+				t.Errorf("gc: %s kept %q; want it kept, open by QEMU pid 301 (through the symlink)", o.Path, o.Kept)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("gc: %s not listed (%+v); want it listed as kept", f.orphanState, out)
+	}
+}

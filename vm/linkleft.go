@@ -148,8 +148,8 @@ func layerDisk(path string) string {
 // usedFiles is every file in use (see above) for vm, whose QEMU reads q
 // (nil: stopped). It fails closed: a record or chain that cannot be read
 // may name any file.
-func (m *Manager) usedFiles(ctx context.Context, vm *VirtualMachine, q *liveChains) (map[string]bool, error) {
-	used := map[string]bool{}
+func (m *Manager) usedFiles(ctx context.Context, vm *VirtualMachine, q *liveChains) (*fileSet, error) {
+	used := newFileSet()
 	uids, err := m.store.uids()
 	if err != nil {
 		return nil, err
@@ -161,7 +161,7 @@ func (m *Manager) usedFiles(ctx context.Context, vm *VirtualMachine, q *liveChai
 		}
 		if rec != nil {
 			for _, p := range rec.Layers {
-				used[p] = true
+				used.add(p)
 			}
 		}
 	}
@@ -179,20 +179,20 @@ func (m *Manager) usedFiles(ctx context.Context, vm *VirtualMachine, q *liveChai
 			return nil, fmt.Errorf("disk %q: %w", d.Name, err)
 		}
 		for _, c := range chain {
-			used[c.Filename] = true
+			used.add(c.Filename)
 			if c.FullBackingFilename != "" {
-				used[c.FullBackingFilename] = true
+				used.add(c.FullBackingFilename)
 			}
 		}
 	}
 	if q != nil {
 		for f := range q.files {
-			used[f] = true
+			used.add(f)
 		}
 	}
 	for _, p := range m.proc.scanAllQEMU() {
 		for _, f := range m.proc.openFiles(p.PID) {
-			used[f] = true
+			used.add(f)
 		}
 	}
 	return used, nil
@@ -259,7 +259,7 @@ func (m *Manager) linkLeftoversPass(ctx context.Context, vm *VirtualMachine, q *
 			continue
 		}
 		fi, err := os.Stat(l)
-		if err != nil || used[l] || nlink(fi) > 1 {
+		if err != nil || used.has(l) || nlink(fi) > 1 {
 			continue
 		}
 		chain, err := m.backingChain(ctx, mustImg(m), l)
@@ -302,7 +302,7 @@ func (m *Manager) linkLeftoversPass(ctx context.Context, vm *VirtualMachine, q *
 	var out []linkLeft
 	for _, l := range live {
 		fi, err := os.Stat(l)
-		if err != nil || used[l] {
+		if err != nil || used.has(l) {
 			continue
 		}
 		disk := m.diskPath(uid, layerDisk(l))
@@ -335,11 +335,11 @@ func (m *Manager) linkLeftoversPass(ctx context.Context, vm *VirtualMachine, q *
 		disk := m.diskPath(uid, layerDisk(f))
 		f := f
 		switch {
-		case used[f] && fi.Mode().Perm() != 0o444:
+		case used.has(f) && fi.Mode().Perm() != 0o444:
 			out = append(out, linkLeft{path: f, what: "frozen layer in use, left writable by an unfinished linked clone",
 				fix: fmt.Sprintf("mode %#o -> 0444 (a frozen layer is read-only)", fi.Mode().Perm()),
 				do:  func() error { return os.Chmod(f, 0o444) }})
-		case used[f]:
+		case used.has(f):
 		case nlink(fi) > 1 && sameFile(f, disk):
 			out = append(out, linkLeft{path: f, what: "frozen layer left by an unfinished linked clone (a second name of " + filepath.Base(disk) + ", which nothing reads by this name)",
 				do: func() error { return os.Remove(f) }})
@@ -413,3 +413,26 @@ func (m *Manager) cleanLinkLeftovers(ctx context.Context, vm *VirtualMachine, ru
 		m.log.Warn("linked clone leftovers", "vm", vm.Metadata.Name, "err", err)
 	}
 }
+
+// fileSet is a set of files by name, resolved: /proc/PID/fd and qemu-img
+// name files by their resolved paths, the layout by its own, and a state
+// directory under a symlink makes the two differ (a file in use must
+// never look unused for that). Names, not inodes: a frozen layer left as
+// a second name (hard link) of a live disk is unused though its inode is.
+type fileSet struct{ paths map[string]bool }
+
+func newFileSet() *fileSet { return &fileSet{paths: map[string]bool{}} }
+
+func resolved(p string) string {
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
+
+func (s *fileSet) add(p string) {
+	s.paths[p] = true
+	s.paths[resolved(p)] = true
+}
+
+func (s *fileSet) has(p string) bool { return s.paths[p] || s.paths[resolved(p)] }
