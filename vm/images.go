@@ -503,7 +503,7 @@ func (m *Manager) ImportImage(ctx context.Context, file, name string) (*Image, e
 	if err != nil {
 		return nil, fmt.Errorf("image import %s: %w", file, err)
 	}
-	if err := rawWhole(file, info, st.Size()); err != nil {
+	if err := rawWhole(file, file, info, st.Size()); err != nil {
 		return nil, err
 	}
 	return m.addImage(ctx, name, "file://"+abs, "", func(w *imageWriter) error {
@@ -517,9 +517,14 @@ func (m *Manager) ImportImage(ctx context.Context, file, name string) (*Image, e
 // rawWhole refuses a raw image whose size is not whole 512-byte sectors:
 // a disk is read by sectors, so its tail would be lost to the guest, and
 // such a file is most likely no disk image at all (a kernel, an archive).
-// size is the file's: qemu-img rounds a raw file's virtual size up.
-func rawWhole(file string, info imgInfo, size int64) error {
-	if info.Format != "raw" || size%512 == 0 {
+// size is the file's: qemu-img rounds a raw file's virtual size up. file
+// names it in the error, path is where it is read.
+//
+// A kernel or an initrd is a raw file of any size, and the image store
+// holds them too (a director's manifest boots only files in it): those
+// are told by their magic (bootFileKind) and kept.
+func rawWhole(file, path string, info imgInfo, size int64) error {
+	if info.Format != "raw" || size%512 == 0 || bootFileKind(path) != "" {
 		return nil
 	}
 	return &ImageError{[]*FieldError{fieldErr("file", file, fmt.Sprintf(
@@ -594,7 +599,7 @@ func (m *Manager) addImage(ctx context.Context, name, source, wantSHA string, fi
 	// what is stored is checked, not only what the source looked like
 	info, err := m.inspectImage(ctx, partial, nil)
 	if err == nil {
-		err = rawWhole(redactURL(source), info, n) // a pull's URL may carry credentials
+		err = rawWhole(redactURL(source), partial, info, n) // a pull's URL may carry credentials
 	}
 	if err != nil {
 		return nil, fmt.Errorf("image %q: %w", name, err)

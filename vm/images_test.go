@@ -219,17 +219,27 @@ func TestImportImage(t *testing.T) {
 	if _, err := m.image("overlay"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("refused image: got %v; want ErrNotFound", err)
 	}
-	// raw: whole 512-byte sectors only (qemu-img reads anything as raw)
+	// raw: whole 512-byte sectors only (qemu-img reads anything as raw),
+	// but for a kernel or an initrd, which the image store holds too (a
+	// director's manifest boots only files in it)
 	for _, tt := range []struct {
-		size int64
-		want string // "" imported
+		size  int64
+		magic string // written at at
+		at    int
+		want  string // "" imported
 	}{
-		{1 << 20, ""},
-		{1<<20 + 1, `file: a raw image's size must be a multiple of 512 bytes (its size is 1048577 bytes, 1 over)`},
-		{511, `its size is 511 bytes, 511 over`},
+		{size: 1 << 20},
+		{size: 1<<20 + 1, want: `file: a raw image's size must be a multiple of 512 bytes (its size is 1048577 bytes, 1 over)`},
+		{size: 511, want: `its size is 511 bytes, 511 over`},
+		{size: 1<<20 + 3, magic: "HdrS", at: 0x202}, // a bzImage
+		{size: 1<<20 + 5, magic: "\x7fELF"},         // a vmlinux
+		{size: 1<<20 + 7, magic: "\x1f\x8b"},        // a gzipped initrd
+		{size: 1<<20 + 9, magic: "070701"},          // a cpio initrd
 	} {
 		raw := filepath.Join(dir, fmt.Sprintf("raw-%d.img", tt.size))
-		if err := os.WriteFile(raw, make([]byte, tt.size), 0o600); err != nil {
+		b := make([]byte, tt.size)
+		copy(b[tt.at:], tt.magic)
+		if err := os.WriteFile(raw, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
 		img, err := m.ImportImage(ctx, raw, "")
