@@ -273,7 +273,7 @@ func TestGCKeepsFilesOpenByQEMU(t *testing.T) {
 func TestSweepOnItsOwnBound(t *testing.T) {
 	t.Parallel()
 	m, _, host := newTestManager(t)
-	m.opts.QMPTimeout = 200 * time.Millisecond // the sweep's bound is ten of these
+	m.opts.QMPTimeout = 500 * time.Millisecond // the sweep's bound is ten of these
 	v := mustCreate(t, m, kernelVM("src", testKernel(t)))
 	startFakeQEMU(t, m, host, v.Metadata.UID, nil)
 	j := newJobsMonitor(
