@@ -3,8 +3,6 @@
 package integration
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/virtcon/virtcon/internal/testutil"
 	"github.com/virtcon/virtcon/vm"
 )
 
@@ -29,32 +26,7 @@ func TestIntegrationVMEventsQEMUKilled(t *testing.T) {
 	root := vmRoot(t)
 	uid := createGuest(t, root, "ek", g.initrd, true)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, virtBin, "--root", root, "vm", "events", "ek", "--follow", "-o", "json")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr testutil.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "following the events of ek"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("virt vm events: not following after 30s; stderr: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cmd, lines, stderr := followVMEvents(t, root, "ek", 30*time.Second)
 	// events with QEMU's timestamps, written in one width, then the kill
 	for i := 0; i < 3; i++ {
 		v(t, root, "vm", "pause", "ek")
@@ -85,7 +57,7 @@ func TestIntegrationVMEventsQEMUKilled(t *testing.T) {
 	}
 	for range lines {
 	}
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Errorf("virt vm events after QEMU was killed: %v; want exit 1", err)

@@ -115,32 +115,7 @@ func TestIntegrationVMEventsRebootPoweroff(t *testing.T) {
 		t.Fatal("events socket: not connected in 15s")
 	}
 
-	ectx, ecancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer ecancel()
-	cmd := exec.CommandContext(ectx, virtBin, "--root", root, "vm", "events", "ev1", "--follow", "-o", "json")
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr testutil.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lines := make(chan string, 64)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	for deadline := time.Now().Add(15 * time.Second); !strings.Contains(stderr.String(), "following the events of ev1"); {
-		if time.Now().After(deadline) {
-			t.Fatalf("virt vm events: not following after 15s; stderr: %s", stderr.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	cmd, lines, stderr := followVMEvents(t, root, "ev1", 15*time.Second)
 	// a second reader now finds both sockets held
 	r := virt(t, nil, "--root", root, "vm", "events", "ev1")
 	if r.code == 0 || !strings.Contains(r.stderr, "every QMP event socket of the VM has a reader already") {
@@ -205,4 +180,38 @@ func TestIntegrationVMEventsRebootPoweroff(t *testing.T) {
 	if a := "," + strings.Join(agentGot, ",") + ","; !strings.Contains(a, ",RESET,") || !strings.Contains(a, ",SHUTDOWN,") || strings.Index(a, ",RESET,") > strings.Index(a, ",SHUTDOWN,") {
 		t.Errorf("the other reader got %v; want RESET, then SHUTDOWN too", agentGot)
 	}
+}
+
+// followVMEvents starts `virt vm events NAME --follow -o json` (bounded at
+// 90 s) and waits up to within for it to say it follows; lines are its
+// stdout's, closed when it exits, and cmd is to Wait for.
+func followVMEvents(t *testing.T, root, name string, within time.Duration) (*exec.Cmd, <-chan string, *testutil.Buffer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, virtBin, "--root", root, "vm", "events", name, "--follow", "-o", "json")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &testutil.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 64)
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	for deadline := time.Now().Add(within); !strings.Contains(stderr.String(), "following the events of "+name); {
+		if time.Now().After(deadline) {
+			t.Fatalf("virt vm events: not following after %s; stderr: %s", within, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return cmd, lines, stderr
 }
